@@ -1,0 +1,94 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Layers, each depending only on those below it (see docs/ARCHITECTURE.md):
+//   icloudfs (CLI) -> ICloudFSCommands -> FuseAdapter -> Replica -> ContainerFormat -> BlobStore
+let package = Package(
+    name: "icloudfs",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "icloudfs", targets: ["icloudfs"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+    ],
+    targets: [
+        // Only what Swift cannot import from <fuse_lowlevel.h> by itself (the version macro).
+        .systemLibrary(
+            name: "CFuse3",
+            pkgConfig: "fuse3",
+            providers: [.apt(["libfuse3-dev"])]
+        ),
+        // The remote: a small S3-shaped blob protocol and the directory store.
+        .target(
+            name: "BlobStore",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        // The on-store format: identity, chunks, journal, snapshots, and the pure fold.
+        .target(
+            name: "ContainerFormat",
+            dependencies: [
+                "BlobStore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // One device's local state: database, content cache, upload queue, change feed.
+        .target(
+            name: "Replica",
+            dependencies: [
+                "ContainerFormat",
+                "BlobStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        // Translates libfuse3 low-level calls into Replica calls; no sync logic.
+        .target(
+            name: "FuseAdapter",
+            dependencies: [
+                "CFuse3",
+                "Replica",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The `icloudfs` commands: argument parsing, output, exit codes.
+        .target(
+            name: "ICloudFSCommands",
+            dependencies: [
+                "FuseAdapter",
+                "Replica",
+                "ContainerFormat",
+                "BlobStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(name: "icloudfs", dependencies: ["ICloudFSCommands"]),
+
+        // Test support shared by every test target.
+        .target(
+            name: "TestSupport",
+            dependencies: ["BlobStore", "ContainerFormat"],
+            path: "Tests/TestSupport"
+        ),
+        // A child process the tests start many times: races, crashes, kills.
+        .executableTarget(
+            name: "icloudfs-testhelper",
+            dependencies: ["BlobStore", "ContainerFormat", "Replica"],
+            path: "Tests/ICloudFSTestHelper"
+        ),
+        .testTarget(name: "BlobStoreTests", dependencies: ["BlobStore", "TestSupport", "icloudfs-testhelper"]),
+        .testTarget(name: "ContainerFormatTests", dependencies: ["ContainerFormat", "TestSupport"]),
+        .testTarget(name: "ReplicaTests", dependencies: ["Replica", "TestSupport", "icloudfs-testhelper"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

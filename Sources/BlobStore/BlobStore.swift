@@ -1,0 +1,48 @@
+import Foundation
+
+/// The remote a container lives in, shaped like S3 so that every backend is thin.
+///
+/// Keys are `/`-separated paths of safe characters (see ``BlobKey``). Every call is atomic
+/// for one key: a reader sees a whole object or none. Implementations must be safe to use
+/// from several tasks and several processes (devices) at once.
+public protocol BlobStore: Sendable {
+    /// Where the store is, for messages (never credentials).
+    var location: String { get }
+
+    /// The whole object. Throws ``StoreError/notFound(_:)`` when there is none.
+    func get(_ key: BlobKey) async throws -> Data
+
+    /// The bytes of `range` (clamped to the object's end). Throws `notFound` when absent.
+    func get(_ key: BlobKey, range: Range<UInt64>) async throws -> Data
+
+    /// Size of the object, or nil when absent (S3 `HEAD`).
+    func size(of key: BlobKey) async throws -> UInt64?
+
+    /// Creates the object only if the key is free; throws ``StoreError/alreadyExists(_:)``
+    /// otherwise. This is the store's one synchronisation primitive (S3 `If-None-Match: *`).
+    func putIfAbsent(_ key: BlobKey, data: Data) async throws
+
+    /// Creates or replaces the object.
+    func put(_ key: BlobKey, data: Data) async throws
+
+    /// Up to `limit` keys that start with `prefix` and sort after `after`, in byte order
+    /// (S3 `ListObjectsV2` with `start-after`). Page by passing the last key back.
+    func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [BlobKey]
+
+    /// Removes the object; removing an absent key is not an error.
+    func delete(_ key: BlobKey) async throws
+}
+
+extension BlobStore {
+    /// Every key under `prefix`, paging through ``list(prefix:after:limit:)``.
+    public func listAll(prefix: String, after: BlobKey? = nil) async throws -> [BlobKey] {
+        var keys: [BlobKey] = []
+        var cursor = after
+        while true {
+            let page = try await list(prefix: prefix, after: cursor, limit: 1000)
+            keys += page
+            guard page.count == 1000, let last = page.last else { return keys }
+            cursor = last
+        }
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A store in a local (or NFS) folder: one file per key.
+///
+/// Writes go to a temporary file that is fsynced and then linked (`putIfAbsent`, which fails
+/// when the name exists) or renamed (`put`) into place, and the folder is fsynced, so readers
+/// in any process see whole objects only, and a crash leaves at most a stray temporary file.
+/// Temporary files start with `.` and are never listed.
+public struct DirectoryStore: BlobStore {
+    public let root: FilePath
+
+    public var location: String { root.string }
+
+    /// Opens the store at `root`. With `create`, the folder is made if missing; otherwise a
+    /// missing folder makes every call fail with `unavailable` (the store is out of reach).
+    public init(root: FilePath, create: Bool = true) throws {
+        self.root = root
+        if create {
+            try DirectoryStore.makeDirectories(root)
+        }
+    }
+
+    public func get(_ key: BlobKey) async throws -> Data {
+        let path = self.path(of: key)
+        return try await BlockingIO.run { () throws -> Data in
+            try self.checked(key) { () throws -> Data in
+                let fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
+                defer { try? fd.close() }
+                return try FileIO.readAll(fd)
+            }
+        }
+    }
+
+    public func get(_ key: BlobKey, range: Range<UInt64>) async throws -> Data {
+        let path = self.path(of: key)
+        return try await BlockingIO.run { () throws -> Data in
+            try self.checked(key) { () throws -> Data in
+                let fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
+                defer { try? fd.close() }
+                return try FileIO.read(fd, offset: range.lowerBound, count: Int(range.count))
+            }
+        }
+    }
+
+    public func size(of key: BlobKey) async throws -> UInt64? {
+        let path = self.path(of: key)
+        return try await BlockingIO.run { () throws -> UInt64? in
+            do {
+                return try self.checked(key) { () throws -> UInt64? in
+                    var info = stat()
+                    guard stat(path.string, &info) == 0 else { throw Errno(rawValue: errno) }
+                    return UInt64(info.st_size)
+                }
+            } catch StoreError.notFound {
+                return nil
+            }
+        }
+    }
+
+    public func putIfAbsent(_ key: BlobKey, data: Data) async throws {
+        try await write(key, data: data, replacing: false)
+    }
+
+    public func put(_ key: BlobKey, data: Data) async throws {
+        try await write(key, data: data, replacing: true)
+    }
+
+    public func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [BlobKey] {
+        try await BlockingIO.run { () throws -> [BlobKey] in
+            try self.requireRoot()
+            // Walk only the folder the prefix names; keys are files below it.
+            let slash = prefix.lastIndex(of: "/").map { prefix[..<$0] } ?? ""
+            var found: [BlobKey] = []
+            self.collectKeys(under: String(slash), into: &found)
+            let matching = found.filter { key in
+                key.rawValue.hasPrefix(prefix) && (after.map { after in after < key } ?? true)
+            }
+            return Array(matching.sorted().prefix(limit))
+        }
+    }
+
+    public func delete(_ key: BlobKey) async throws {
+        let path = self.path(of: key)
+        try await BlockingIO.run { () throws in
+            do {
+                try self.checked(key) { () throws in
+                    guard unlink(path.string) == 0 else { throw Errno(rawValue: errno) }
+                }
+            } catch StoreError.notFound {
+                return
+            }
+        }
+    }
+
+    // MARK: - Internals
+
+    private func path(of key: BlobKey) -> FilePath {
+        root.appending(key.rawValue)
+    }
+
+    private func write(_ key: BlobKey, data: Data, replacing: Bool) async throws {
+        let path = self.path(of: key)
+        try await BlockingIO.run { () throws in
+            try self.requireRoot()
+            guard let folder = path.removingLastComponent() as FilePath? else { return }
+            try DirectoryStore.makeDirectories(folder)
+            let name = path.lastComponent?.string ?? "blob"
+            let temporary = folder.appending(".\(name).\(getpid()).\(UInt64.random(in: 0...UInt64.max)).tmp")
+            try self.checked(key) { () throws in
+                let fd = try FileDescriptor.open(
+                    temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec],
+                    permissions: [.ownerReadWrite, .groupRead, .otherRead])
+                do {
+                    try FileIO.writeAll(fd, data, offset: 0)
+                    guard fsync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
+                    try fd.close()
+                } catch {
+                    try? fd.close()
+                    unlink(temporary.string)
+                    throw error
+                }
+            }
+            defer { if !replacing { unlink(temporary.string) } }
+            let result: Int32 =
+                replacing
+                ? rename(temporary.string, path.string)
+                : link(temporary.string, path.string)
+            if result != 0 {
+                let error = Errno(rawValue: errno)
+                if replacing { unlink(temporary.string) }
+                if error == .fileExists { throw StoreError.alreadyExists(key.rawValue) }
+                throw self.storeError(error, key: key)
+            }
+            try FileIO.syncDirectory(folder)
+        }
+    }
+
+    private func collectKeys(under relative: String, into keys: inout [BlobKey]) {
+        let folder = relative.isEmpty ? root : root.appending(relative)
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: folder.string) else {
+            return
+        }
+        for entry in entries where !entry.hasPrefix(".") {
+            let child = relative.isEmpty ? entry : relative + "/" + entry
+            var isFolder: ObjCBool = false
+            let exists = FileManager.default.fileExists(
+                atPath: folder.appending(entry).string, isDirectory: &isFolder)
+            if exists && isFolder.boolValue {
+                collectKeys(under: child, into: &keys)
+            } else if let key = try? BlobKey(child) {
+                keys.append(key)
+            }
+        }
+    }
+
+    private func requireRoot() throws {
+        var info = stat()
+        if stat(root.string, &info) != 0 || (info.st_mode & S_IFMT) != S_IFDIR {
+            throw StoreError.unavailable("directory store \(root) is missing or not a folder")
+        }
+    }
+
+    /// Runs `body`, turning errno into a `StoreError`; ENOENT is `notFound` only while the
+    /// store's own folder exists (otherwise the whole store is unavailable).
+    private func checked<T>(_ key: BlobKey, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as Errno {
+            throw storeError(error, key: key)
+        }
+    }
+
+    private func storeError(_ error: Errno, key: BlobKey) -> StoreError {
+        switch error {
+        case .noSuchFileOrDirectory, .notDirectory:
+            if (try? requireRoot()) == nil {
+                return .unavailable("directory store \(root) is missing or not a folder")
+            }
+            return .notFound(key.rawValue)
+        case .permissionDenied, .notPermitted, .readOnlyFileSystem:
+            return .permissionDenied("\(root): \(error)")
+        case .noSpace, .diskQuotaExceeded:
+            return .quotaExceeded("\(root): \(error)")
+        default:
+            return .failed("\(root)/\(key): \(error)")
+        }
+    }
+
+    static func makeDirectories(_ path: FilePath) throws {
+        do {
+            try FileManager.default.createDirectory(atPath: path.string, withIntermediateDirectories: true)
+        } catch {
+            throw StoreError.failed("cannot create folder \(path): \(error.localizedDescription)")
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Whole-buffer positional reads and writes over `FileDescriptor`, retrying short transfers.
+public enum FileIO {
+    public static func readAll(_ fd: FileDescriptor) throws(Errno) -> Data {
+        var info = stat()
+        guard fstat(fd.rawValue, &info) == 0 else { throw Errno(rawValue: errno) }
+        return try read(fd, offset: 0, count: Int(info.st_size))
+    }
+
+    /// Up to `count` bytes from `offset`; fewer only at the end of the file.
+    public static func read(_ fd: FileDescriptor, offset: UInt64, count: Int) throws(Errno) -> Data {
+        var data = Data(count: count)
+        var done = 0
+        do {
+            try data.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) throws in
+                while done < count {
+                    let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[done...])
+                    let n = try fd.read(fromAbsoluteOffset: Int64(offset) + Int64(done), into: slice)
+                    if n == 0 { break }
+                    done += n
+                }
+            }
+        } catch let error as Errno {
+            throw error
+        } catch {
+            throw .ioError
+        }
+        data.count = done
+        return data
+    }
+
+    public static func writeAll(_ fd: FileDescriptor, _ data: Data, offset: UInt64) throws(Errno) {
+        do {
+            try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) throws in
+                var done = 0
+                while done < buffer.count {
+                    let slice = UnsafeRawBufferPointer(rebasing: buffer[done...])
+                    done += try fd.write(toAbsoluteOffset: Int64(offset) + Int64(done), slice)
+                }
+            }
+        } catch let error as Errno {
+            throw error
+        } catch {
+            throw .ioError
+        }
+    }
+
+    /// Makes a rename or link in `folder` durable.
+    public static func syncDirectory(_ folder: FilePath) throws {
+        let fd = open(folder.string, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw StoreError.failed("cannot open folder \(folder): \(Errno(rawValue: errno))") }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw StoreError.failed("fsync of \(folder) failed: \(Errno(rawValue: errno))") }
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+
+/// One journal entry: a batch of operations by one device, applied in order.
+public struct Commit: Hashable, Codable, Sendable {
+    public static let formatVersion = 1
+
+    public var format: Int
+    /// Random, chosen once per queued commit: lets a device recognise its own commit after a
+    /// crash, so that a retry never writes the same change twice.
+    public var commitID: String
+    /// The device name shown in conflict copies.
+    public var device: String
+    public var deviceID: String
+    /// The device's clock when it queued the commit (used for conflict copy names).
+    public var time: Timestamp
+    public var ops: [Operation]
+
+    public init(commitID: String, device: String, deviceID: String, time: Timestamp, ops: [Operation]) {
+        format = Commit.formatVersion
+        self.commitID = commitID
+        self.device = device
+        self.deviceID = deviceID
+        self.time = time
+        self.ops = ops
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case format, commitID = "commit", device, deviceID, time, ops
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        format = try container.decode(Int.self, forKey: .format)
+        commitID = try container.decode(String.self, forKey: .commitID)
+        device = try container.decode(String.self, forKey: .device)
+        deviceID = try container.decode(String.self, forKey: .deviceID)
+        time = try container.decode(Timestamp.self, forKey: .time)
+        // One bad operation must not hide the others: keep those that decode.
+        let decoded = try container.decode([LossyOperation].self, forKey: .ops)
+        ops = decoded.compactMap(\.operation)
+        droppedOperations = decoded.count - ops.count
+    }
+
+    /// Not encoded; how many operations of a decoded entry could not be read.
+    public private(set) var droppedOperations: Int = 0
+
+    public static func == (lhs: Commit, rhs: Commit) -> Bool {
+        lhs.format == rhs.format && lhs.commitID == rhs.commitID && lhs.device == rhs.device
+            && lhs.deviceID == rhs.deviceID && lhs.time == rhs.time && lhs.ops == rhs.ops
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(commitID)
+    }
+}
+
+private struct LossyOperation: Decodable {
+    var operation: Operation?
+
+    init(from decoder: any Decoder) throws {
+        operation = try? Operation(from: decoder)
+    }
+}
+
+/// The one JSON form of everything the format stores: sorted keys, so equal values give
+/// equal bytes on every device.
+public enum FormatCoding {
+    public static func encode(_ value: some Encodable) -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Encoding our own value types cannot fail.
+        return try! encoder.encode(value)
+    }
+
+    public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+        try JSONDecoder().decode(type, from: data)
+    }
+}

@@ -1,0 +1,205 @@
+import BlobStore
+import Foundation
+
+/// One container's objects in a blob store (docs/FORMAT.md):
+/// `identity`, `chunks/<ab>/<sha256>`, `journal/<seq>`, `snapshots/<seq>`.
+public struct ContainerStore: Sendable {
+    public let store: any BlobStore
+    public let container: String
+
+    public init(store: any BlobStore, container: String) throws {
+        guard ContainerStore.isValidName(container) else { throw FormatError.invalidContainerName(container) }
+        self.store = store
+        self.container = container
+    }
+
+    public static func isValidName(_ name: String) -> Bool {
+        !name.hasPrefix(".") && name.utf8.count <= 255 && !name.contains("/") && BlobKey.isValid(name)
+    }
+
+    // MARK: Keys
+
+    var identityKey: BlobKey { BlobKey(validated: "\(container)/identity") }
+
+    public func chunkKey(_ hash: ChunkHash) -> BlobKey {
+        let hex = hash.hex
+        return BlobKey(validated: "\(container)/chunks/\(hex.prefix(2))/\(hex)")
+    }
+
+    public func journalKey(_ seq: UInt64) -> BlobKey {
+        BlobKey(validated: "\(container)/journal/\(ContainerStore.padded(seq))")
+    }
+
+    func snapshotKey(_ seq: UInt64) -> BlobKey {
+        BlobKey(validated: "\(container)/snapshots/\(ContainerStore.padded(seq))")
+    }
+
+    static func padded(_ seq: UInt64) -> String {
+        let digits = String(seq)
+        return String(repeating: "0", count: max(0, 20 - digits.count)) + digits
+    }
+
+    // MARK: Identity
+
+    /// The container's identity, or nil when the container does not exist yet.
+    public func readIdentity() async throws -> Identity? {
+        let data: Data
+        do {
+            data = try await store.get(identityKey)
+        } catch StoreError.notFound {
+            return nil
+        }
+        let identity: Identity
+        do {
+            identity = try FormatCoding.decode(Identity.self, from: data)
+        } catch {
+            throw FormatError.malformed(what: "\(container)/identity", why: "\(error)")
+        }
+        guard identity.format <= Identity.formatVersion else {
+            throw FormatError.unsupportedFormat(what: "\(container)/identity", version: identity.format)
+        }
+        guard identity.chunking.isValid else {
+            throw FormatError.malformed(what: "\(container)/identity", why: "impossible chunk sizes")
+        }
+        return identity
+    }
+
+    /// Creates the container with `proposed` unless it exists; returns the identity in force
+    /// (the existing one when another device created it first).
+    public func createIdentity(_ proposed: Identity) async throws -> Identity {
+        do {
+            try await store.putIfAbsent(identityKey, data: FormatCoding.encode(proposed))
+            return proposed
+        } catch StoreError.alreadyExists {
+            guard let existing = try await readIdentity() else {
+                throw FormatError.malformed(what: "\(container)/identity", why: "exists but cannot be read")
+            }
+            return existing
+        }
+    }
+
+    // MARK: Chunks
+
+    /// The chunk's bytes, checked against its hash and size.
+    public func readChunk(_ ref: ChunkRef) async throws -> Data {
+        let data = try await store.get(chunkKey(ref.hash))
+        guard data.count == Int(ref.size), ChunkHash(of: data) == ref.hash else {
+            throw FormatError.corruptChunk(hash: ref.hash.hex)
+        }
+        return data
+    }
+
+    public func hasChunk(_ hash: ChunkHash) async throws -> Bool {
+        try await store.size(of: chunkKey(hash)) != nil
+    }
+
+    /// Stores a chunk once: a chunk that is there already is left as it is.
+    public func writeChunk(_ hash: ChunkHash, data: Data) async throws {
+        do {
+            try await store.putIfAbsent(chunkKey(hash), data: data)
+        } catch StoreError.alreadyExists {
+            return
+        }
+    }
+
+    // MARK: Journal
+
+    public enum Entry: Sendable {
+        case missing
+        case commit(Commit)
+        /// Present but not a commit this version can read: it still takes its number.
+        case unreadable(String)
+    }
+
+    public func readEntry(_ seq: UInt64) async throws -> Entry {
+        let data: Data
+        do {
+            data = try await store.get(journalKey(seq))
+        } catch StoreError.notFound {
+            return .missing
+        }
+        do {
+            let commit = try FormatCoding.decode(Commit.self, from: data)
+            guard commit.format <= Commit.formatVersion else {
+                return .unreadable("journal \(seq) has format \(commit.format), newer than this icloudfs")
+            }
+            return .commit(commit)
+        } catch {
+            return .unreadable("journal \(seq) is malformed (\(data.count) bytes): \(error)")
+        }
+    }
+
+    /// Tries to make `commit` entry number `seq`. False when another device took the number
+    /// first: read the entries up to it and try the next one.
+    public func append(_ commit: Commit, at seq: UInt64) async throws -> Bool {
+        do {
+            try await store.putIfAbsent(journalKey(seq), data: FormatCoding.encode(commit))
+            return true
+        } catch StoreError.alreadyExists {
+            return false
+        }
+    }
+
+    /// The highest journal number present (0 when the journal is empty), found by listing.
+    public func lastJournalSeq(after seq: UInt64 = 0) async throws -> UInt64 {
+        let keys = try await store.listAll(prefix: "\(container)/journal/", after: journalKey(seq))
+        return keys.compactMap { UInt64($0.rawValue.split(separator: "/").last ?? "") }.max() ?? seq
+    }
+
+    // MARK: Snapshots
+
+    public func writeSnapshot(_ tree: Tree) async throws {
+        do {
+            try await store.putIfAbsent(snapshotKey(tree.head), data: FormatCoding.encode(Snapshot(of: tree)))
+        } catch StoreError.alreadyExists {
+            return  // the fold is deterministic: another device wrote the same tree
+        }
+    }
+
+    /// The newest snapshot that can be read, with a line for each one that could not.
+    public func latestSnapshot() async throws -> (snapshot: Snapshot?, problems: [String]) {
+        let keys = try await store.listAll(prefix: "\(container)/snapshots/")
+        var problems: [String] = []
+        for key in keys.reversed() {
+            do {
+                let snapshot = try FormatCoding.decode(Snapshot.self, from: try await store.get(key))
+                guard snapshot.format <= Snapshot.formatVersion else {
+                    problems.append("\(key): format \(snapshot.format) is newer than this icloudfs")
+                    continue
+                }
+                guard key == snapshotKey(snapshot.seq) else {
+                    problems.append("\(key): records seq \(snapshot.seq)")
+                    continue
+                }
+                if let problem = Snapshot.problem(in: snapshot.items) {
+                    problems.append("\(key): \(problem)")
+                    continue
+                }
+                return (snapshot, problems)
+            } catch let error as StoreError {
+                throw error
+            } catch {
+                problems.append("\(key): malformed (\(error))")
+            }
+        }
+        return (nil, problems)
+    }
+}
+
+extension Snapshot {
+    /// Why the items cannot be a tree, or nil. Snapshots are untrusted like all store content.
+    static func problem(in items: [Item]) -> String? {
+        var ids = Set<ItemID>()
+        for item in items {
+            guard item.id.isValid else { return "invalid id \(item.id)" }
+            guard ids.insert(item.id).inserted else { return "item \(item.id) appears twice" }
+            if item.id == .root { continue }
+            if let problem = ItemName.problem(with: item.name) { return "item \(item.id): \(problem)" }
+            let content = Content(size: item.size, chunks: item.chunks)
+            if let problem = Tree.problem(kind: item.kind, content: content, target: item.target) {
+                return "item \(item.id): \(problem)"
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,41 @@
+/// A container's `identity` record, written once when the container is created.
+///
+/// The random `token` tells containers apart: a device's cache records the token it was made
+/// for, and is never mixed with a container of another token (a re-created container with
+/// the same name has a new token).
+public struct Identity: Hashable, Codable, Sendable {
+    public static let formatVersion = 1
+
+    public var format: Int
+    public var container: String
+    public var token: String
+    public var created: Timestamp
+    public var chunking: ChunkingParameters
+
+    public init(container: String, token: String, created: Timestamp, chunking: ChunkingParameters = .standard) {
+        format = Identity.formatVersion
+        self.container = container
+        self.token = token
+        self.created = created
+        self.chunking = chunking
+    }
+}
+
+/// The whole tree as of a journal sequence number, so a new device need not replay the
+/// journal from the start.
+public struct Snapshot: Codable, Sendable {
+    public static let formatVersion = 1
+
+    public var format: Int
+    public var seq: UInt64
+    /// Every item, tombstones included, sorted by id.
+    public var items: [Item]
+
+    public init(of tree: Tree) {
+        format = Snapshot.formatVersion
+        seq = tree.head
+        items = tree.allItems
+    }
+
+    public var tree: Tree { Tree(items: items, head: seq) }
+}

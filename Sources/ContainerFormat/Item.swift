@@ -1,0 +1,148 @@
+/// The stable identity of an item: survives renames and moves. Chosen by the device that
+/// creates the item (a random UUID), or derived by the fold (conflict copies).
+public struct ItemID: Hashable, Comparable, Codable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+
+    /// The container's top folder; it always exists.
+    public static let root = ItemID("root")
+
+    public var description: String { rawValue }
+
+    public static func < (lhs: ItemID, rhs: ItemID) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    /// Ids from the store are untrusted: 1 to 255 bytes of `[A-Za-z0-9._@~-]`.
+    public var isValid: Bool {
+        let bytes = rawValue.utf8
+        return !bytes.isEmpty && bytes.count <= 255
+            && bytes.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                    UInt8(ascii: "@"), UInt8(ascii: "~"), UInt8(ascii: "-"):
+                    true
+                default:
+                    false
+                }
+            }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}
+
+public enum ItemKind: String, Codable, Sendable {
+    case file, folder, symlink
+}
+
+/// A point in time as seconds and nanoseconds since 1970 (UTC), exact in JSON.
+public struct Timestamp: Hashable, Comparable, Codable, Sendable {
+    public var seconds: Int64
+    public var nanoseconds: UInt32
+
+    public init(seconds: Int64, nanoseconds: UInt32 = 0) {
+        self.seconds = seconds
+        self.nanoseconds = nanoseconds
+    }
+
+    public static let zero = Timestamp(seconds: 0)
+
+    public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
+        (lhs.seconds, lhs.nanoseconds) < (rhs.seconds, rhs.nanoseconds)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case seconds = "s"
+        case nanoseconds = "ns"
+    }
+}
+
+/// One content-defined piece of a file: its hash names it in `chunks/`.
+public struct ChunkRef: Hashable, Codable, Sendable {
+    public var hash: ChunkHash
+    public var size: UInt32
+
+    public init(hash: ChunkHash, size: UInt32) {
+        self.hash = hash
+        self.size = size
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case hash, size
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let hex = try container.decode(String.self, forKey: .hash)
+        guard let hash = ChunkHash(hex: hex) else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .hash, in: container, debugDescription: "not a SHA-256 hex digest: \(hex)")
+        }
+        self.hash = hash
+        size = try container.decode(UInt32.self, forKey: .size)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(hash.hex, forKey: .hash)
+        try container.encode(size, forKey: .size)
+    }
+}
+
+/// An item of the container's tree as the fold of the journal leaves it.
+public struct Item: Hashable, Codable, Sendable {
+    public var id: ItemID
+    public var parent: ItemID
+    public var name: String
+    public var kind: ItemKind
+    /// Permission bits only (`0o7777`).
+    public var mode: UInt32
+    public var mtime: Timestamp
+    public var size: UInt64
+    public var chunks: [ChunkRef]
+    /// Where a symlink points; nil for other kinds.
+    public var target: String?
+    /// User extended attributes by full name (`user.foo`); never `user.icloud.*`.
+    public var xattrs: [String: [UInt8]]
+    /// The journal sequence number of the last change of any kind.
+    public var version: UInt64
+    /// The journal sequence number of the last content change (creation counts).
+    public var contentVersion: UInt64
+    /// Tombstone: kept so that a later edit or a write into a deleted folder can revive it.
+    public var deleted: Bool
+    /// For a conflict copy, the item it conflicts with, until it is renamed away.
+    public var conflictOf: ItemID?
+
+    public init(
+        id: ItemID, parent: ItemID, name: String, kind: ItemKind, mode: UInt32,
+        mtime: Timestamp, size: UInt64 = 0, chunks: [ChunkRef] = [], target: String? = nil,
+        xattrs: [String: [UInt8]] = [:], version: UInt64 = 0, contentVersion: UInt64 = 0,
+        deleted: Bool = false, conflictOf: ItemID? = nil
+    ) {
+        self.id = id
+        self.parent = parent
+        self.name = name
+        self.kind = kind
+        self.mode = mode
+        self.mtime = mtime
+        self.size = size
+        self.chunks = chunks
+        self.target = target
+        self.xattrs = xattrs
+        self.version = version
+        self.contentVersion = contentVersion
+        self.deleted = deleted
+        self.conflictOf = conflictOf
+    }
+
+    public static func rootFolder() -> Item {
+        Item(id: .root, parent: .root, name: "", kind: .folder, mode: 0o755, mtime: .zero)
+    }
+}

@@ -1,0 +1,147 @@
+/// New content of a file: its size and chunk list (the sizes add up to `size`).
+public struct Content: Hashable, Codable, Sendable {
+    public var size: UInt64
+    public var chunks: [ChunkRef]
+
+    public init(size: UInt64, chunks: [ChunkRef]) {
+        self.size = size
+        self.chunks = chunks
+    }
+
+    public static let empty = Content(size: 0, chunks: [])
+
+    /// The chunk sizes add up to the size (an untrusted entry may lie).
+    public var isConsistent: Bool {
+        chunks.reduce(UInt64(0)) { $0 + UInt64($1.size) } == size
+    }
+}
+
+/// One change to one item, as a device recorded it. `base` is the item's `contentVersion`
+/// the device had seen: the fold compares it to decide conflicts (see ``Tree``).
+public enum Operation: Hashable, Sendable {
+    case create(Create)
+    case update(Update)
+    case move(Move)
+    case delete(Delete)
+
+    public struct Create: Hashable, Codable, Sendable {
+        public var id: ItemID
+        public var parent: ItemID
+        public var name: String
+        public var kind: ItemKind
+        public var mode: UInt32
+        public var mtime: Timestamp
+        public var content: Content
+        public var target: String?
+        public var xattrs: [String: [UInt8]]
+
+        public init(
+            id: ItemID, parent: ItemID, name: String, kind: ItemKind, mode: UInt32,
+            mtime: Timestamp, content: Content = .empty, target: String? = nil,
+            xattrs: [String: [UInt8]] = [:]
+        ) {
+            self.id = id
+            self.parent = parent
+            self.name = name
+            self.kind = kind
+            self.mode = mode
+            self.mtime = mtime
+            self.content = content
+            self.target = target
+            self.xattrs = xattrs
+        }
+    }
+
+    /// Content and/or attributes; absent fields stay as they are.
+    public struct Update: Hashable, Codable, Sendable {
+        public var id: ItemID
+        public var base: UInt64
+        public var content: Content?
+        public var mode: UInt32?
+        public var mtime: Timestamp?
+        public var xattrs: [String: [UInt8]]?
+
+        public init(
+            id: ItemID, base: UInt64, content: Content? = nil, mode: UInt32? = nil,
+            mtime: Timestamp? = nil, xattrs: [String: [UInt8]]? = nil
+        ) {
+            self.id = id
+            self.base = base
+            self.content = content
+            self.mode = mode
+            self.mtime = mtime
+            self.xattrs = xattrs
+        }
+    }
+
+    public struct Move: Hashable, Codable, Sendable {
+        public var id: ItemID
+        public var base: UInt64
+        public var parent: ItemID
+        public var name: String
+
+        public init(id: ItemID, base: UInt64, parent: ItemID, name: String) {
+            self.id = id
+            self.base = base
+            self.parent = parent
+            self.name = name
+        }
+    }
+
+    public struct Delete: Hashable, Codable, Sendable {
+        public var id: ItemID
+        public var base: UInt64
+
+        public init(id: ItemID, base: UInt64) {
+            self.id = id
+            self.base = base
+        }
+    }
+
+    public var itemID: ItemID {
+        switch self {
+        case .create(let op): op.id
+        case .update(let op): op.id
+        case .move(let op): op.id
+        case .delete(let op): op.id
+        }
+    }
+}
+
+extension Operation: Codable {
+    private enum Kind: String, Codable {
+        case create, update, move, delete
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case op
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let kind = try decoder.container(keyedBy: CodingKeys.self).decode(Kind.self, forKey: .op)
+        switch kind {
+        case .create: self = .create(try Create(from: decoder))
+        case .update: self = .update(try Update(from: decoder))
+        case .move: self = .move(try Move(from: decoder))
+        case .delete: self = .delete(try Delete(from: decoder))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .create(let op):
+            try container.encode(Kind.create, forKey: .op)
+            try op.encode(to: encoder)
+        case .update(let op):
+            try container.encode(Kind.update, forKey: .op)
+            try op.encode(to: encoder)
+        case .move(let op):
+            try container.encode(Kind.move, forKey: .op)
+            try op.encode(to: encoder)
+        case .delete(let op):
+            try container.encode(Kind.delete, forKey: .op)
+            try op.encode(to: encoder)
+        }
+    }
+}

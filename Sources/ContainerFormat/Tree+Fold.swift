@@ -1,0 +1,233 @@
+/// What applying one journal entry did.
+public struct FoldOutcome: Sendable {
+    public var seq: UInt64
+    /// Items whose state changed (created, edited, moved, deleted, revived).
+    public var changed: Set<ItemID> = []
+    /// Operations skipped because they were malformed or impossible, one line each.
+    public var rejected: [String] = []
+    /// Decisions worth knowing: conflict copies made, deletes declined, items revived.
+    public var notes: [String] = []
+
+    public init(seq: UInt64) { self.seq = seq }
+}
+
+/// The conflict rules (INTERFACE.md "Conflicts"); the whole fold is in this file.
+///
+/// - An update whose `base` is not the item's current `contentVersion` changed content that
+///   someone else changed first: its content becomes a sibling conflict copy, named
+///   `NAME (conflicted copy from DEVICE YYYY-MM-DD HH.MM.SS).EXT`, and the item keeps the
+///   earlier version. Attribute-only updates (mode, mtime, xattrs) never conflict: the later
+///   one wins.
+/// - A create or move onto a name a live item holds gets `NAME 2.EXT` (3, 4, ...).
+/// - A delete of a file whose content changed since its base is declined (the edit wins); a
+///   delete of a folder that still has live children is declined (items written into it by
+///   another device stay). An edit, create or move into a deleted item revives it.
+/// - A move that would put a folder inside itself is skipped.
+extension Tree {
+    public mutating func apply(_ commit: Commit, seq: UInt64) -> FoldOutcome {
+        var outcome = FoldOutcome(seq: seq)
+        guard seq > head else {
+            outcome.rejected.append("journal \(seq): already applied (head \(head))")
+            return outcome
+        }
+        if commit.droppedOperations > 0 {
+            outcome.rejected.append("journal \(seq): \(commit.droppedOperations) unreadable operation(s) skipped")
+        }
+        var fold = Fold(seq: seq, commit: commit, outcome: outcome)
+        for (index, operation) in commit.ops.enumerated() {
+            fold.index = index
+            switch operation {
+            case .create(let op): create(op, &fold)
+            case .update(let op): update(op, &fold)
+            case .move(let op): move(op, &fold)
+            case .delete(let op): delete(op, &fold)
+            }
+        }
+        head = seq
+        return fold.outcome
+    }
+
+    /// Applies an entry that could not be read at all: it still takes its sequence number.
+    public mutating func skip(seq: UInt64) {
+        if seq > head { head = seq }
+    }
+
+    struct Fold {
+        let seq: UInt64
+        let commit: Commit
+        var outcome: FoldOutcome
+        var index = 0
+
+        mutating func reject(_ why: String) {
+            outcome.rejected.append("journal \(seq), operation \(index): \(why) (skipped)")
+        }
+
+        mutating func note(_ what: String) {
+            outcome.notes.append("journal \(seq), operation \(index): \(what)")
+        }
+    }
+
+    private mutating func create(_ op: Operation.Create, _ fold: inout Fold) {
+        guard op.id.isValid, op.id != .root else { return fold.reject("invalid item id \(op.id)") }
+        if let problem = ItemName.problem(with: op.name) { return fold.reject(problem) }
+        guard items[op.id] == nil else { return fold.reject("item \(op.id) exists already") }
+        if let problem = Tree.problem(kind: op.kind, content: op.content, target: op.target) {
+            return fold.reject(problem)
+        }
+        let parent = livingFolder(op.parent, &fold)
+        let item = Item(
+            id: op.id, parent: parent, name: freeName(op.name, in: parent, for: op.id),
+            kind: op.kind, mode: op.mode & 0o7777, mtime: op.mtime, size: op.content.size,
+            chunks: op.content.chunks, target: op.target, xattrs: Tree.userAttributes(op.xattrs),
+            version: fold.seq, contentVersion: fold.seq)
+        if item.name != op.name { fold.note("\(op.name) exists; created as \(item.name)") }
+        store(item)
+        fold.outcome.changed.insert(item.id)
+    }
+
+    private mutating func update(_ op: Operation.Update, _ fold: inout Fold) {
+        guard var item = items[op.id] else { return fold.reject("no item \(op.id)") }
+        guard let content = op.content else {
+            guard !item.deleted else { return fold.note("attributes of deleted \(op.id) ignored") }
+            item.mode = op.mode.map { $0 & 0o7777 } ?? item.mode
+            item.mtime = op.mtime ?? item.mtime
+            item.xattrs = op.xattrs.map(Tree.userAttributes) ?? item.xattrs
+            item.version = fold.seq
+            store(item)
+            fold.outcome.changed.insert(item.id)
+            return
+        }
+        guard item.kind == .file, content.isConsistent else {
+            return fold.reject("content for \(op.id) is not a file's or its sizes do not add up")
+        }
+        if item.deleted {
+            fold.note("\(op.id) was deleted; the edit revives it")
+            item = revived(item, &fold)
+        } else if item.contentVersion != op.base {
+            return makeConflictCopy(of: item, with: op, content: content, &fold)
+        }
+        item.size = content.size
+        item.chunks = content.chunks
+        item.mode = op.mode.map { $0 & 0o7777 } ?? item.mode
+        item.mtime = op.mtime ?? item.mtime
+        item.xattrs = op.xattrs.map(Tree.userAttributes) ?? item.xattrs
+        item.version = fold.seq
+        item.contentVersion = fold.seq
+        store(item)
+        fold.outcome.changed.insert(item.id)
+    }
+
+    private mutating func makeConflictCopy(
+        of item: Item, with op: Operation.Update, content: Content, _ fold: inout Fold
+    ) {
+        let copyName = ItemName.conflictCopy(of: item.name, device: fold.commit.device, time: fold.commit.time)
+        let copy = Item(
+            id: ItemID("\(item.id.rawValue)@\(fold.seq).\(fold.index)"), parent: item.parent,
+            name: freeName(copyName, in: item.parent, for: nil), kind: .file,
+            mode: op.mode.map { $0 & 0o7777 } ?? item.mode, mtime: op.mtime ?? item.mtime,
+            size: content.size, chunks: content.chunks,
+            xattrs: op.xattrs.map(Tree.userAttributes) ?? item.xattrs,
+            version: fold.seq, contentVersion: fold.seq, conflictOf: item.id)
+        fold.note("\(item.id) changed since version \(op.base); kept as \(copy.name)")
+        store(copy)
+        fold.outcome.changed.insert(copy.id)
+        fold.outcome.changed.insert(item.id)  // its hasUnresolvedConflicts changed
+    }
+
+    private mutating func move(_ op: Operation.Move, _ fold: inout Fold) {
+        guard op.id != .root, var item = items[op.id] else { return fold.reject("no movable item \(op.id)") }
+        if let problem = ItemName.problem(with: op.name) { return fold.reject(problem) }
+        guard let target = items[op.parent], target.kind == .folder else {
+            return fold.reject("no folder \(op.parent) to move \(op.id) into")
+        }
+        guard op.parent != op.id, !isAncestor(op.id, of: op.parent) else {
+            return fold.reject("moving \(op.id) into \(op.parent) would put a folder inside itself")
+        }
+        let parent = livingFolder(op.parent, &fold)
+        if item.deleted { fold.note("\(op.id) was deleted; the move revives it") }
+        if let original = item.conflictOf {
+            fold.outcome.changed.insert(original)  // renamed away: the conflict is resolved
+        }
+        item.parent = parent
+        item.name = freeName(op.name, in: parent, for: item.id)
+        item.deleted = false
+        item.conflictOf = nil
+        item.version = fold.seq
+        store(item)
+        fold.outcome.changed.insert(item.id)
+    }
+
+    private mutating func delete(_ op: Operation.Delete, _ fold: inout Fold) {
+        guard op.id != .root, var item = items[op.id], !item.deleted else { return }
+        if item.kind == .folder, hasChildren(item.id) {
+            return fold.note("folder \(op.id) still holds items another device wrote; kept")
+        }
+        if item.kind != .folder, item.contentVersion != op.base {
+            return fold.note("\(op.id) changed since version \(op.base); the delete is declined")
+        }
+        if let original = item.conflictOf {
+            fold.outcome.changed.insert(original)
+        }
+        item.deleted = true
+        item.version = fold.seq
+        store(item)
+        fold.outcome.changed.insert(item.id)
+    }
+
+    // MARK: - Helpers
+
+    /// `id` if it is a live folder; a deleted folder is revived; anything else means root.
+    private mutating func livingFolder(_ id: ItemID, _ fold: inout Fold, depth: Int = 0) -> ItemID {
+        guard let folder = items[id], folder.kind == .folder, depth < Tree.maximumDepth else {
+            fold.note("no folder \(id); using the root")
+            return .root
+        }
+        if folder.deleted {
+            fold.note("folder \(id) was deleted; revived to keep what was written into it")
+            store(revived(folder, &fold, depth: depth))
+            fold.outcome.changed.insert(id)
+        }
+        return id
+    }
+
+    private mutating func revived(_ item: Item, _ fold: inout Fold, depth: Int = 0) -> Item {
+        var item = item
+        item.parent = livingFolder(item.parent, &fold, depth: depth + 1)
+        item.name = freeName(item.name, in: item.parent, for: item.id)
+        item.deleted = false
+        item.version = fold.seq
+        return item
+    }
+
+    /// `name`, or `NAME 2.EXT`, `NAME 3.EXT`, ... if a live item other than `id` holds it.
+    private func freeName(_ name: String, in folder: ItemID, for id: ItemID?) -> String {
+        func isFree(_ candidate: String) -> Bool {
+            guard let holder = childIndex[folder]?[candidate] else { return true }
+            return holder == id
+        }
+        if isFree(name) { return name }
+        var n = 2
+        while !isFree(ItemName.numbered(name, n)) { n += 1 }
+        return ItemName.numbered(name, n)
+    }
+
+    static func problem(kind: ItemKind, content: Content, target: String?) -> String? {
+        guard content.isConsistent else { return "chunk sizes do not add up to the size" }
+        switch kind {
+        case .file:
+            return target == nil ? nil : "a file has no link target"
+        case .folder:
+            return content.size == 0 && target == nil ? nil : "a folder has no content"
+        case .symlink:
+            guard let target, !target.isEmpty, target.utf8.count < 4096, !target.utf8.contains(0) else {
+                return "a symlink needs a target of 1 to 4095 bytes without NUL"
+            }
+            return content.size == 0 ? nil : "a symlink has no content"
+        }
+    }
+
+    /// Only `user.*` attributes travel, and never the synthetic `user.icloud.*` ones.
+    static func userAttributes(_ attributes: [String: [UInt8]]) -> [String: [UInt8]] {
+        attributes.filter { name, _ in name.hasPrefix("user.") && !name.hasPrefix("user.icloud.") }
+    }
+}

@@ -1,0 +1,135 @@
+/// The container's tree: the deterministic fold of the journal (see `Tree+Fold.swift`).
+///
+/// Every device that applies the same journal entries in order holds an equal `Tree`, so
+/// devices agree without talking to each other. Deleted items stay as tombstones: a later
+/// edit, or a write into a deleted folder, revives them instead of losing data.
+public struct Tree: Sendable {
+    /// The sequence number of the last journal entry applied (0: none).
+    public internal(set) var head: UInt64
+    var items: [ItemID: Item]
+    /// Live children of each folder by name.
+    var childIndex: [ItemID: [String: ItemID]]
+    /// Live conflict copies of each item.
+    var copies: [ItemID: Set<ItemID>]
+
+    /// An empty container: the root folder only.
+    public init() {
+        head = 0
+        items = [.root: .rootFolder()]
+        childIndex = [:]
+        copies = [:]
+    }
+
+    /// The tree a snapshot records.
+    public init(items list: [Item], head: UInt64) {
+        self.init()
+        self.head = head
+        for item in list {
+            insertIntoIndexes(item)
+        }
+    }
+
+    public func item(_ id: ItemID) -> Item? { items[id] }
+
+    /// The item if it exists and is not deleted.
+    public func liveItem(_ id: ItemID) -> Item? {
+        guard let item = items[id], !item.deleted else { return nil }
+        return item
+    }
+
+    public func child(named name: String, in folder: ItemID) -> Item? {
+        childIndex[folder]?[name].flatMap { items[$0] }
+    }
+
+    /// Live children, sorted by name.
+    public func children(of folder: ItemID) -> [Item] {
+        (childIndex[folder] ?? [:]).values.compactMap { items[$0] }.sorted { $0.name < $1.name }
+    }
+
+    public func hasChildren(_ folder: ItemID) -> Bool {
+        !(childIndex[folder]?.isEmpty ?? true)
+    }
+
+    /// True while a live conflict copy of `id` exists.
+    public func hasUnresolvedConflicts(_ id: ItemID) -> Bool {
+        !(copies[id]?.isEmpty ?? true)
+    }
+
+    public func conflictCopies(of id: ItemID) -> [Item] {
+        (copies[id] ?? []).compactMap { items[$0] }.sorted { $0.name < $1.name }
+    }
+
+    /// Every item including tombstones, sorted by id (what a snapshot holds).
+    public var allItems: [Item] {
+        items.values.sorted { $0.id < $1.id }
+    }
+
+    public var count: Int { items.count }
+
+    /// `/`-joined names from the root, e.g. `Documents/notes.txt` (empty for the root).
+    public func path(of id: ItemID) -> String? {
+        var names: [String] = []
+        var current = id
+        var steps = 0
+        while current != .root {
+            guard let item = items[current], steps < Tree.maximumDepth else { return nil }
+            names.append(item.name)
+            current = item.parent
+            steps += 1
+        }
+        return names.reversed().joined(separator: "/")
+    }
+
+    /// True when `ancestor` is on the parent chain of `id` (tombstones included).
+    public func isAncestor(_ ancestor: ItemID, of id: ItemID) -> Bool {
+        var current = id
+        var steps = 0
+        while current != .root, steps < Tree.maximumDepth {
+            guard let item = items[current] else { return false }
+            if item.parent == ancestor { return true }
+            current = item.parent
+            steps += 1
+        }
+        return ancestor == .root && id != .root
+    }
+
+    /// Bounds walks up the parent chain, so hostile content cannot loop forever.
+    static let maximumDepth = 4096
+
+    // MARK: - Index upkeep: the one place `items` changes.
+
+    mutating func store(_ item: Item) {
+        if let old = items[item.id] {
+            removeFromIndexes(old)
+        }
+        insertIntoIndexes(item)
+    }
+
+    private mutating func insertIntoIndexes(_ item: Item) {
+        items[item.id] = item
+        guard !item.deleted, item.id != .root else { return }
+        childIndex[item.parent, default: [:]][item.name] = item.id
+        if let original = item.conflictOf {
+            copies[original, default: []].insert(item.id)
+        }
+    }
+
+    private mutating func removeFromIndexes(_ item: Item) {
+        guard !item.deleted, item.id != .root else { return }
+        if childIndex[item.parent]?[item.name] == item.id {
+            childIndex[item.parent]?[item.name] = nil
+            if childIndex[item.parent]?.isEmpty == true { childIndex[item.parent] = nil }
+        }
+        if let original = item.conflictOf {
+            copies[original]?.remove(item.id)
+            if copies[original]?.isEmpty == true { copies[original] = nil }
+        }
+    }
+}
+
+extension Tree: Equatable {
+    /// Equal trees hold equal items at the same head (indexes follow from the items).
+    public static func == (lhs: Tree, rhs: Tree) -> Bool {
+        lhs.head == rhs.head && lhs.items == rhs.items
+    }
+}

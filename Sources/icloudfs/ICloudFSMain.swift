@@ -1,0 +1,8 @@
+import ICloudFSCommands
+
+@main
+enum ICloudFSMain {
+    static func main() async {
+        await ICloudFS.main()
+    }
+}

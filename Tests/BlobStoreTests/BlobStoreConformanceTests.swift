@@ -1,0 +1,161 @@
+import BlobStore
+import Foundation
+import SystemPackage
+import Testing
+import TestSupport
+
+/// The contract every store backend keeps; each backend's factory runs the same checks.
+struct BlobStoreConformanceTests {
+    static let directory = TemporaryDirectory("blobstore")
+
+    static func makeStores() throws -> [any BlobStore] {
+        [try DirectoryStore(root: FilePath(directory.sub(UUID().uuidString)))]
+    }
+
+    @Test("get returns what put stored, whole and by range")
+    func roundTrip() async throws {
+        for store in try Self.makeStores() {
+            let key = try BlobKey("a/b/c.bin")
+            var random = SeededRandom(seed: 1)
+            let data = random.data(count: 100_000)
+            try await store.put(key, data: data)
+            #expect(try await store.get(key) == data)
+            #expect(try await store.get(key, range: 10..<20) == data[10..<20])
+            #expect(try await store.get(key, range: 99_990..<200_000) == data[99_990...])
+            #expect(try await store.size(of: key) == 100_000)
+        }
+    }
+
+    @Test("a missing key is notFound, and its size is nil")
+    func missing() async throws {
+        for store in try Self.makeStores() {
+            let key = try BlobKey("nothing/here")
+            await #expect(throws: StoreError.notFound("nothing/here")) { try await store.get(key) }
+            #expect(try await store.size(of: key) == nil)
+        }
+    }
+
+    @Test("put-if-absent creates once and refuses an existing key, leaving it unchanged")
+    func putIfAbsent() async throws {
+        for store in try Self.makeStores() {
+            let key = try BlobKey("journal/00000000000000000001")
+            try await store.putIfAbsent(key, data: Data("first".utf8))
+            await #expect(throws: StoreError.alreadyExists(key.rawValue)) {
+                try await store.putIfAbsent(key, data: Data("second".utf8))
+            }
+            #expect(try await store.get(key) == Data("first".utf8))
+        }
+    }
+
+    @Test("put replaces an existing object")
+    func putReplaces() async throws {
+        for store in try Self.makeStores() {
+            let key = try BlobKey("x")
+            try await store.put(key, data: Data("one".utf8))
+            try await store.put(key, data: Data("two".utf8))
+            #expect(try await store.get(key) == Data("two".utf8))
+        }
+    }
+
+    @Test("list returns keys under a prefix after a key, in byte order, paged by limit")
+    func list() async throws {
+        for store in try Self.makeStores() {
+            for n in [3, 1, 2, 5, 4] {
+                try await store.put(try BlobKey("c/journal/\(n)"), data: Data())
+            }
+            try await store.put(try BlobKey("c/chunks/ab/abc"), data: Data())
+            try await store.put(try BlobKey("c/journalx"), data: Data())
+            let all = try await store.list(prefix: "c/journal/", after: nil, limit: 100)
+            #expect(all.map(\.rawValue) == (1...5).map { "c/journal/\($0)" })
+            let page = try await store.list(prefix: "c/journal/", after: try BlobKey("c/journal/2"), limit: 2)
+            #expect(page.map(\.rawValue) == ["c/journal/3", "c/journal/4"])
+            let nested = try await store.list(prefix: "c/chunks/", after: nil, limit: 100)
+            #expect(nested.map(\.rawValue) == ["c/chunks/ab/abc"])
+            #expect(try await store.listAll(prefix: "zzz/").isEmpty)
+        }
+    }
+
+    @Test("delete removes an object and ignores a missing one")
+    func delete() async throws {
+        for store in try Self.makeStores() {
+            let key = try BlobKey("d/e")
+            try await store.put(key, data: Data("x".utf8))
+            try await store.delete(key)
+            #expect(try await store.size(of: key) == nil)
+            try await store.delete(key)
+        }
+    }
+
+    @Test("keys with '..', empty parts or unsafe characters are refused")
+    func invalidKeys() {
+        for bad in ["", "a//b", "../x", "a/./b", "/a", "a/", "a b", "a\u{0}b", "é"] {
+            #expect(throws: StoreError.self) { try BlobKey(bad) }
+        }
+    }
+
+    @Test("many tasks racing put-if-absent on one key: exactly one wins")
+    func racingTasks() async throws {
+        for store in try Self.makeStores() {
+            let key = try BlobKey("race/key")
+            let winners = await withTaskGroup(of: Int.self) { group in
+                for i in 0..<32 {
+                    group.addTask {
+                        (try? await store.putIfAbsent(key, data: Data("\(i)".utf8))) != nil ? 1 : 0
+                    }
+                }
+                return await group.reduce(0, +)
+            }
+            #expect(winners == 1)
+        }
+    }
+}
+
+struct DirectoryStoreTests {
+    @Test("several processes racing put-if-absent on one key: exactly one wins, its bytes stay")
+    func racingProcesses() throws {
+        let folder = TemporaryDirectory("race")
+        defer { folder.remove() }
+        _ = try DirectoryStore(root: FilePath(folder.sub("store")))
+        for round in 0..<5 {
+            let start = folder.sub("start-\(round)")
+            let key = "c/journal/\(round)"
+            let children = try (0..<6).map { i in
+                try HelperProcess.start(["race-put-if-absent", folder.sub("store"), key, "writer-\(i)", start])
+            }
+            #expect(FileManager.default.createFile(atPath: start, contents: nil))
+            var winners: [Int] = []
+            for (i, (process, pipe)) in children.enumerated() {
+                let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                process.waitUntilExit()
+                #expect(process.terminationStatus == 0)
+                if output.contains("won") { winners.append(i) }
+            }
+            #expect(winners.count == 1)
+            let stored = try String(contentsOfFile: folder.sub("store/\(key)"), encoding: .utf8)
+            #expect(stored == "writer-\(winners.first ?? -1)")
+        }
+        // No temporary files are left behind.
+        let leftovers = try FileManager.default.subpathsOfDirectory(atPath: folder.sub("store"))
+            .filter { $0.hasSuffix(".tmp") }
+        #expect(leftovers.isEmpty)
+    }
+
+    @Test("a store whose folder is gone is unavailable, not empty")
+    func missingFolder() async throws {
+        let folder = TemporaryDirectory("gone")
+        let store = try DirectoryStore(root: FilePath(folder.sub("store")))
+        folder.remove()
+        await #expect(throws: StoreError.self) { try await store.get(try BlobKey("a")) }
+        do {
+            _ = try await store.get(try BlobKey("a"))
+        } catch let error as StoreError {
+            #expect(error.code == "serverUnavailable")
+        }
+        do {
+            try await store.putIfAbsent(try BlobKey("a"), data: Data())
+            Issue.record("a write to a missing store succeeded")
+        } catch let error as StoreError {
+            #expect(error.code == "serverUnavailable")
+        }
+    }
+}

@@ -1,0 +1,198 @@
+import ContainerFormat
+import Foundation
+import Testing
+
+/// Builds commits tersely for fold tests.
+struct Journal {
+    var tree = Tree()
+
+    @discardableResult
+    mutating func commit(_ device: String, at seconds: Int64 = 1_700_000_000, _ ops: [ContainerFormat.Operation]) -> FoldOutcome {
+        let commit = Commit(
+            commitID: UUID().uuidString, device: device, deviceID: device,
+            time: Timestamp(seconds: seconds), ops: ops)
+        return tree.apply(commit, seq: tree.head + 1)
+    }
+
+    func id(_ path: String) -> ItemID? {
+        var current = ItemID.root
+        for name in path.split(separator: "/") {
+            guard let child = tree.child(named: String(name), in: current) else { return nil }
+            current = child.id
+        }
+        return current
+    }
+
+    func names(in path: String = "") -> [String] {
+        tree.children(of: id(path)!).map(\.name)
+    }
+}
+
+func content(_ text: String) -> Content {
+    let data = Data(text.utf8)
+    return Content(size: UInt64(data.count), chunks: [ChunkRef(hash: ChunkHash(of: data), size: UInt32(data.count))])
+}
+
+func file(_ id: String, _ name: String, in parent: ItemID = .root, _ text: String = "") -> ContainerFormat.Operation {
+    .create(.init(id: ItemID(id), parent: parent, name: name, kind: .file, mode: 0o644,
+                  mtime: Timestamp(seconds: 1), content: text.isEmpty ? .empty : content(text)))
+}
+
+func folder(_ id: String, _ name: String, in parent: ItemID = .root) -> ContainerFormat.Operation {
+    .create(.init(id: ItemID(id), parent: parent, name: name, kind: .folder, mode: 0o755, mtime: Timestamp(seconds: 1)))
+}
+
+func edit(_ id: String, base: UInt64, _ text: String) -> ContainerFormat.Operation {
+    .update(.init(id: ItemID(id), base: base, content: content(text)))
+}
+
+struct FoldTests {
+    @Test("creates, edits, moves and deletes apply in order")
+    func basics() {
+        var journal = Journal()
+        journal.commit("a", [folder("d", "Documents"), file("f", "notes.txt", in: ItemID("d"), "v1")])
+        #expect(journal.names() == ["Documents"])
+        #expect(journal.names(in: "Documents") == ["notes.txt"])
+        journal.commit("a", [edit("f", base: 1, "v2")])
+        #expect(journal.tree.item(ItemID("f"))?.chunks == content("v2").chunks)
+        #expect(journal.tree.item(ItemID("f"))?.contentVersion == 2)
+        journal.commit("a", [.move(.init(id: ItemID("f"), base: 2, parent: .root, name: "renamed.txt"))])
+        #expect(journal.names() == ["Documents", "renamed.txt"])
+        journal.commit("a", [.delete(.init(id: ItemID("f"), base: 2))])
+        #expect(journal.names() == ["Documents"])
+        #expect(journal.tree.item(ItemID("f"))?.deleted == true)
+    }
+
+    @Test("an edit from an old base becomes a conflict copy named after the device and UTC time")
+    func conflictCopy() {
+        var journal = Journal()
+        journal.commit("a", [file("f", "report.txt", "base")])
+        journal.commit("laptop", [edit("f", base: 1, "first")])
+        // 2024-03-05 14:07:09 UTC
+        let outcome = journal.commit("phone", at: 1_709_647_629, [edit("f", base: 1, "second")])
+        #expect(journal.names() == ["report (conflicted copy from phone 2024-03-05 14.07.09).txt", "report.txt"])
+        #expect(journal.tree.item(ItemID("f"))?.chunks == content("first").chunks)
+        let copy = journal.tree.child(named: "report (conflicted copy from phone 2024-03-05 14.07.09).txt", in: .root)
+        #expect(copy?.chunks == content("second").chunks)
+        #expect(copy?.conflictOf == ItemID("f"))
+        #expect(journal.tree.hasUnresolvedConflicts(ItemID("f")))
+        #expect(outcome.changed.contains(ItemID("f")))
+        // Renaming the copy away resolves the conflict.
+        journal.commit("a", [.move(.init(id: copy!.id, base: 3, parent: .root, name: "mine.txt"))])
+        #expect(!journal.tree.hasUnresolvedConflicts(ItemID("f")))
+    }
+
+    @Test("deleting the conflict copy resolves the conflict")
+    func deleteCopyResolves() {
+        var journal = Journal()
+        journal.commit("a", [file("f", "a", "x")])
+        journal.commit("a", [edit("f", base: 1, "y")])
+        journal.commit("b", [edit("f", base: 1, "z")])
+        let copy = journal.tree.conflictCopies(of: ItemID("f")).first!
+        #expect(copy.name == "a (conflicted copy from b 2023-11-14 22.13.20)")
+        journal.commit("a", [.delete(.init(id: copy.id, base: copy.contentVersion))])
+        #expect(!journal.tree.hasUnresolvedConflicts(ItemID("f")))
+    }
+
+    @Test("two creates of one name: the later becomes NAME 2.EXT, then NAME 3.EXT")
+    func sameName() {
+        var journal = Journal()
+        journal.commit("a", [file("1", "photo.jpg")])
+        journal.commit("b", [file("2", "photo.jpg")])
+        journal.commit("c", [file("3", "photo.jpg")])
+        journal.commit("c", [folder("4", ".config"), folder("5", ".config")])
+        #expect(journal.names() == [".config", ".config 2", "photo 2.jpg", "photo 3.jpg", "photo.jpg"])
+        #expect(journal.tree.child(named: "photo.jpg", in: .root)?.id == ItemID("1"))
+    }
+
+    @Test("an edit beats a concurrent delete, in either order")
+    func editBeatsDelete() {
+        var first = Journal()
+        first.commit("a", [file("f", "a.txt", "v1")])
+        first.commit("a", [.delete(.init(id: ItemID("f"), base: 1))])
+        first.commit("b", [edit("f", base: 1, "v2")])
+        #expect(first.names() == ["a.txt"])
+        #expect(first.tree.item(ItemID("f"))?.chunks == content("v2").chunks)
+
+        var second = Journal()
+        second.commit("a", [file("f", "a.txt", "v1")])
+        second.commit("b", [edit("f", base: 1, "v2")])
+        second.commit("a", [.delete(.init(id: ItemID("f"), base: 1))])
+        #expect(second.names() == ["a.txt"])
+    }
+
+    @Test("deleting a folder another device wrote into keeps the folder and the item")
+    func deleteFolderKeepsNewItems() {
+        var journal = Journal()
+        journal.commit("a", [folder("d", "Shared"), file("old", "old.txt", in: ItemID("d"), "o")])
+        // b writes into the folder; then a (not having seen it) deletes what it knew.
+        journal.commit("b", [file("new", "new.txt", in: ItemID("d"), "n")])
+        journal.commit("a", [.delete(.init(id: ItemID("old"), base: 1)), .delete(.init(id: ItemID("d"), base: 1))])
+        #expect(journal.names() == ["Shared"])
+        #expect(journal.names(in: "Shared") == ["new.txt"])
+
+        // The other order: the folder is gone first; the write revives it.
+        var other = Journal()
+        other.commit("a", [folder("d", "Shared")])
+        other.commit("a", [.delete(.init(id: ItemID("d"), base: 1))])
+        other.commit("b", [file("new", "new.txt", in: ItemID("d"), "n")])
+        #expect(other.names() == ["Shared"])
+        #expect(other.names(in: "Shared") == ["new.txt"])
+    }
+
+    @Test("a move that would put a folder inside itself is skipped")
+    func moveCycle() {
+        var journal = Journal()
+        journal.commit("a", [folder("x", "x"), folder("y", "y")])
+        journal.commit("a", [.move(.init(id: ItemID("x"), base: 1, parent: ItemID("y"), name: "x"))])
+        let outcome = journal.commit("b", [.move(.init(id: ItemID("y"), base: 1, parent: ItemID("x"), name: "y"))])
+        #expect(outcome.rejected.count == 1)
+        #expect(journal.names() == ["y"])
+        #expect(journal.names(in: "y") == ["x"])
+    }
+
+    @Test("a move onto a taken name gets a numbered name; a rename over a deleted file takes it")
+    func moveOntoName() {
+        var journal = Journal()
+        journal.commit("a", [file("1", "a.txt"), file("2", "b.txt")])
+        journal.commit("a", [.move(.init(id: ItemID("1"), base: 1, parent: .root, name: "b.txt"))])
+        #expect(journal.names() == ["b 2.txt", "b.txt"])
+        journal.commit("a", [.delete(.init(id: ItemID("2"), base: 1)),
+                             .move(.init(id: ItemID("1"), base: 1, parent: .root, name: "b.txt"))])
+        #expect(journal.names() == ["b.txt"])
+    }
+
+    @Test("untrusted names and malformed operations are skipped with a reason, never applied")
+    func hostileNames() {
+        var journal = Journal()
+        let bad = ["a/b", "..", ".", "", String(repeating: "x", count: 256), "nul\u{0}"]
+        let outcome = journal.commit("evil", bad.enumerated().map { file("e\($0.offset)", $0.element) } + [
+            .create(.init(id: ItemID("bad id!"), parent: .root, name: "ok", kind: .file, mode: 0, mtime: .zero)),
+            .create(.init(id: ItemID("lie"), parent: .root, name: "lie", kind: .file, mode: 0, mtime: .zero,
+                          content: Content(size: 99, chunks: []))),
+            file("good", "fine.txt"),
+        ])
+        #expect(outcome.rejected.count == bad.count + 2)
+        #expect(journal.names() == ["fine.txt"])
+    }
+
+    @Test("attribute updates never conflict: the later wins")
+    func attributesLastWriterWins() {
+        var journal = Journal()
+        journal.commit("a", [file("f", "f", "x")])
+        journal.commit("a", [.update(.init(id: ItemID("f"), base: 1, mode: 0o600))])
+        journal.commit("b", [.update(.init(id: ItemID("f"), base: 1, mode: 0o640, xattrs: ["user.tag": Array("red".utf8), "user.icloud.isPinned": [49]]))])
+        #expect(journal.tree.item(ItemID("f"))?.mode == 0o640)
+        #expect(journal.tree.item(ItemID("f"))?.xattrs == ["user.tag": Array("red".utf8)])
+        #expect(journal.names() == ["f"])
+    }
+
+    @Test("conflict copy names fit in 255 bytes")
+    func longNames() {
+        let long = String(repeating: "n", count: 250) + ".txt"
+        let name = ItemName.conflictCopy(of: long, device: "device", time: Timestamp(seconds: 0))
+        #expect(name.utf8.count <= 255)
+        #expect(name.hasSuffix("(conflicted copy from device 1970-01-01 00.00.00).txt"))
+        #expect(ItemName.numbered("archive.tar.gz", 2) == "archive.tar 2.gz")
+    }
+}
