@@ -1,3 +1,5 @@
+import Foundation
+
 /// The stable identity of an item: survives renames and moves. Chosen by the device that
 /// creates the item (a random UUID), or derived by the fold (conflict copies).
 public struct ItemID: Hashable, Comparable, Codable, Sendable, CustomStringConvertible {
@@ -110,7 +112,7 @@ public struct Item: Hashable, Codable, Sendable {
     /// Where a symlink points; nil for other kinds.
     public var target: String?
     /// User extended attributes by full name (`user.foo`); never `user.icloud.*`.
-    public var xattrs: [String: [UInt8]]
+    public var xattrs: [String: Data]
     /// The journal sequence number of the last change of any kind.
     public var version: UInt64
     /// The journal sequence number of the last content change (creation counts).
@@ -123,7 +125,7 @@ public struct Item: Hashable, Codable, Sendable {
     public init(
         id: ItemID, parent: ItemID, name: String, kind: ItemKind, mode: UInt32,
         mtime: Timestamp, size: UInt64 = 0, chunks: [ChunkRef] = [], target: String? = nil,
-        xattrs: [String: [UInt8]] = [:], version: UInt64 = 0, contentVersion: UInt64 = 0,
+        xattrs: [String: Data] = [:], version: UInt64 = 0, contentVersion: UInt64 = 0,
         deleted: Bool = false, conflictOf: ItemID? = nil
     ) {
         self.id = id

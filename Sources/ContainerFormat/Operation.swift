@@ -1,3 +1,5 @@
+import Foundation
+
 /// New content of a file: its size and chunk list (the sizes add up to `size`).
 public struct Content: Hashable, Codable, Sendable {
     public var size: UInt64
@@ -33,12 +35,12 @@ public enum Operation: Hashable, Sendable {
         public var mtime: Timestamp
         public var content: Content
         public var target: String?
-        public var xattrs: [String: [UInt8]]
+        public var xattrs: [String: Data]
 
         public init(
             id: ItemID, parent: ItemID, name: String, kind: ItemKind, mode: UInt32,
             mtime: Timestamp, content: Content = .empty, target: String? = nil,
-            xattrs: [String: [UInt8]] = [:]
+            xattrs: [String: Data] = [:]
         ) {
             self.id = id
             self.parent = parent
@@ -59,11 +61,11 @@ public enum Operation: Hashable, Sendable {
         public var content: Content?
         public var mode: UInt32?
         public var mtime: Timestamp?
-        public var xattrs: [String: [UInt8]]?
+        public var xattrs: [String: Data]?
 
         public init(
             id: ItemID, base: UInt64, content: Content? = nil, mode: UInt32? = nil,
-            mtime: Timestamp? = nil, xattrs: [String: [UInt8]]? = nil
+            mtime: Timestamp? = nil, xattrs: [String: Data]? = nil
         ) {
             self.id = id
             self.base = base

@@ -1,3 +1,5 @@
+import Foundation
+
 /// What applying one journal entry did.
 public struct FoldOutcome: Sendable {
     public var seq: UInt64
@@ -227,7 +229,7 @@ extension Tree {
     }
 
     /// Only `user.*` attributes travel, and never the synthetic `user.icloud.*` ones.
-    static func userAttributes(_ attributes: [String: [UInt8]]) -> [String: [UInt8]] {
+    static func userAttributes(_ attributes: [String: Data]) -> [String: Data] {
         attributes.filter { name, _ in name.hasPrefix("user.") && !name.hasPrefix("user.icloud.") }
     }
 }

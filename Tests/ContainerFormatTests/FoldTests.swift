@@ -181,9 +181,9 @@ struct FoldTests {
         var journal = Journal()
         journal.commit("a", [file("f", "f", "x")])
         journal.commit("a", [.update(.init(id: ItemID("f"), base: 1, mode: 0o600))])
-        journal.commit("b", [.update(.init(id: ItemID("f"), base: 1, mode: 0o640, xattrs: ["user.tag": Array("red".utf8), "user.icloud.isPinned": [49]]))])
+        journal.commit("b", [.update(.init(id: ItemID("f"), base: 1, mode: 0o640, xattrs: ["user.tag": Data("red".utf8), "user.icloud.isPinned": Data([49])]))])
         #expect(journal.tree.item(ItemID("f"))?.mode == 0o640)
-        #expect(journal.tree.item(ItemID("f"))?.xattrs == ["user.tag": Array("red".utf8)])
+        #expect(journal.tree.item(ItemID("f"))?.xattrs == ["user.tag": Data("red".utf8)])
         #expect(journal.names() == ["f"])
     }
 

@@ -1,0 +1,169 @@
+/// One device's picture of its container: the fold of the journal as far as the device has
+/// read it (`synced`), its own queued changes (`pending`), and what the user sees: the
+/// pending changes folded speculatively on top (`view`).
+///
+/// The view shows the device's own changes as made (a local edit is visible at once, even if
+/// a remote edit of the same file arrived meanwhile); when the change reaches the journal,
+/// the fold decides, and a conflict shows as a conflict copy. Pure: the replica persists
+/// what this holds.
+public struct DeviceView: Sendable {
+    public private(set) var synced: Tree
+    public private(set) var pending: [LocalChange]
+    public private(set) var view: Tree
+    /// The journal numbers of pushed changes that pending ones still depend on.
+    public private(set) var landed: [Int64: UInt64]
+    /// Items whose content in `view` was set by a pending change, by that change's id.
+    private var contentOwner: [ItemID: Int64] = [:]
+    /// Items the speculative fold of `pending` touched (their view may differ from `synced`).
+    private var speculativelyChanged: Set<ItemID> = []
+    /// This device's name, for the conflict copies the view predicts.
+    public let device: String
+
+    public init(device: String, synced: Tree, pending: [LocalChange] = [], landed: [Int64: UInt64] = [:]) {
+        self.device = device
+        self.synced = synced
+        self.pending = pending
+        self.landed = landed
+        view = synced
+        replayPending()
+    }
+
+    /// What a new operation on `id` is based on: the item's content version as the view
+    /// shows it, which may be the result of a change still in the queue.
+    public func base(of id: ItemID) -> BaseVersion {
+        if let owner = contentOwner[id] { return .pending(owner) }
+        return .seq(view.item(id)?.contentVersion ?? 0)
+    }
+
+    /// Builds a local change from operations and their bases (`base` fields are filled in).
+    public func makeChange(
+        localID: Int64, time: Timestamp, _ operations: [(Operation, BaseVersion?)]
+    ) -> LocalChange {
+        var ops: [Operation] = []
+        var dependencies: [Int: Int64] = [:]
+        for (index, (op, base)) in operations.enumerated() {
+            switch base {
+            case .seq(let seq)?: ops.append(op.withBase(seq))
+            case .pending(let owner)?:
+                dependencies[index] = owner
+                ops.append(op.withBase(0))
+            case nil: ops.append(op)
+            }
+        }
+        return LocalChange(localID: localID, time: time, ops: ops, dependencies: dependencies)
+    }
+
+    /// Queues a change and shows it in the view at once.
+    @discardableResult
+    public mutating func append(_ change: LocalChange) -> FoldOutcome {
+        pending.append(change)
+        return applySpeculatively(change, at: synced.head + UInt64(pending.count))
+    }
+
+    /// The commit that pushes `batch` (a prefix of `pending`) as journal entry `seq`.
+    public func commit(for batch: Batch, device: String, deviceID: String, seq: UInt64) -> Commit {
+        let changes = pending.prefix(batch.localIDs.count)
+        precondition(changes.map(\.localID) == batch.localIDs, "a batch is a prefix of the queue")
+        let inBatch = Set(batch.localIDs)
+        var ops: [Operation] = []
+        for change in changes {
+            for (index, op) in change.ops.enumerated() {
+                guard let owner = change.dependencies[index] else {
+                    ops.append(op)
+                    continue
+                }
+                // Based on an earlier change: one in this same commit takes this commit's
+                // number; one pushed before took the number recorded when it landed.
+                let base = inBatch.contains(owner) ? seq : (landed[owner] ?? 0)
+                ops.append(op.withBase(base))
+            }
+        }
+        return Commit(
+            commitID: batch.commitID, device: device, deviceID: deviceID,
+            time: changes.first?.time ?? .zero, ops: ops)
+    }
+
+    /// The first `limit` operations' worth of queued changes (at least one change).
+    public func nextBatchIDs(maximumOperations limit: Int) -> [Int64] {
+        var ids: [Int64] = []
+        var count = 0
+        for change in pending {
+            if !ids.isEmpty && count + change.ops.count > limit { break }
+            ids.append(change.localID)
+            count += change.ops.count
+        }
+        return ids
+    }
+
+    /// Applies journal entries in order (a nil commit: unreadable, it only takes its number).
+    /// If one of them is `ourBatch`, those changes leave the queue. The outcome's `changed`
+    /// names every item whose state in the view changed.
+    public mutating func applyRemote(_ entries: [(seq: UInt64, commit: Commit?)], ourBatch: Batch?) -> RemoteOutcome {
+        var result = RemoteOutcome()
+        let speculativeBefore = speculativelyChanged
+        for (seq, commit) in entries {
+            guard let commit else {
+                synced.skip(seq: seq)
+                continue
+            }
+            let outcome = synced.apply(commit, seq: seq)
+            result.changed.formUnion(outcome.changed)
+            result.outcomes.append(outcome)
+            if let ourBatch, commit.commitID == ourBatch.commitID {
+                let done = Set(ourBatch.localIDs)
+                pending.removeAll { done.contains($0.localID) }
+                for id in ourBatch.localIDs { landed[id] = seq }
+                result.landedBatch = true
+            }
+        }
+        let needed = Set(pending.flatMap { $0.dependencies.values })
+        landed = landed.filter { needed.contains($0.key) }
+        replayPending()
+        // An item's view changes only if the journal or a speculative change touched it.
+        result.changed.formUnion(speculativeBefore)
+        result.changed.formUnion(speculativelyChanged)
+        return result
+    }
+
+    // MARK: - Internals
+
+    private mutating func replayPending() {
+        view = synced
+        contentOwner = [:]
+        speculativelyChanged = []
+        for (index, change) in pending.enumerated() {
+            applySpeculatively(change, at: synced.head + UInt64(index + 1))
+        }
+    }
+
+    @discardableResult
+    private mutating func applySpeculatively(_ change: LocalChange, at virtualSeq: UInt64) -> FoldOutcome {
+        // Locally the device's own change wins: it is shown as made, whatever arrived since.
+        // Only the journal decides conflicts, so the view never holds a conflict copy with an
+        // id the journal will not have.
+        let ops = change.ops.map { op in
+            op.base == nil ? op : op.withBase(view.item(op.itemID)?.contentVersion ?? 0)
+        }
+        let commit = Commit(
+            commitID: "local-\(change.localID)", device: device, deviceID: "", time: change.time, ops: ops)
+        let outcome = view.apply(commit, seq: virtualSeq)
+        speculativelyChanged.formUnion(outcome.changed)
+        for op in ops {
+            let id = op.itemID
+            if view.item(id)?.contentVersion == virtualSeq { contentOwner[id] = change.localID }
+        }
+        return outcome
+    }
+}
+
+/// What applying journal entries did to a device's view.
+public struct RemoteOutcome: Sendable {
+    /// Items whose state in the view changed (for cache invalidation and `monitor`).
+    public var changed: Set<ItemID> = []
+    /// The fold's outcome per entry (rejections and decisions, for the log).
+    public var outcomes: [FoldOutcome] = []
+    /// True when the device's own batch was among the entries.
+    public var landedBatch = false
+
+    public init() {}
+}
