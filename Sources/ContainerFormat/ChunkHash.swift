@@ -13,6 +13,12 @@ public struct ChunkHash: Hashable, Comparable, Sendable, CustomStringConvertible
         bytes = Array(SHA256.hash(data: buffer))
     }
 
+    /// From the 32 raw digest bytes.
+    public init(bytes: [UInt8]) {
+        precondition(bytes.count == 32, "a SHA-256 digest has 32 bytes")
+        self.bytes = bytes
+    }
+
     /// Parses 64 lowercase hex digits.
     public init?(hex: String) {
         let utf8 = Array(hex.utf8)

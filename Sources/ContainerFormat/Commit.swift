@@ -13,9 +13,9 @@ public struct Commit: Hashable, Codable, Sendable {
     public var deviceID: String
     /// The device's clock when it queued the commit (used for conflict copy names).
     public var time: Timestamp
-    public var ops: [Operation]
+    public var ops: [ItemOperation]
 
-    public init(commitID: String, device: String, deviceID: String, time: Timestamp, ops: [Operation]) {
+    public init(commitID: String, device: String, deviceID: String, time: Timestamp, ops: [ItemOperation]) {
         format = Commit.formatVersion
         self.commitID = commitID
         self.device = device
@@ -55,10 +55,10 @@ public struct Commit: Hashable, Codable, Sendable {
 }
 
 private struct LossyOperation: Decodable {
-    var operation: Operation?
+    var operation: ItemOperation?
 
     init(from decoder: any Decoder) throws {
-        operation = try? Operation(from: decoder)
+        operation = try? ItemOperation(from: decoder)
     }
 }
 

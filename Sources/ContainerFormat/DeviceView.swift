@@ -37,9 +37,9 @@ public struct DeviceView: Sendable {
 
     /// Builds a local change from operations and their bases (`base` fields are filled in).
     public func makeChange(
-        localID: Int64, time: Timestamp, _ operations: [(Operation, BaseVersion?)]
+        localID: Int64, time: Timestamp, _ operations: [(ItemOperation, BaseVersion?)]
     ) -> LocalChange {
-        var ops: [Operation] = []
+        var ops: [ItemOperation] = []
         var dependencies: [Int: Int64] = [:]
         for (index, (op, base)) in operations.enumerated() {
             switch base {
@@ -65,7 +65,7 @@ public struct DeviceView: Sendable {
         let changes = pending.prefix(batch.localIDs.count)
         precondition(changes.map(\.localID) == batch.localIDs, "a batch is a prefix of the queue")
         let inBatch = Set(batch.localIDs)
-        var ops: [Operation] = []
+        var ops: [ItemOperation] = []
         for change in changes {
             for (index, op) in change.ops.enumerated() {
                 guard let owner = change.dependencies[index] else {

@@ -6,12 +6,12 @@ public struct LocalChange: Hashable, Codable, Sendable {
     /// Queue order, increasing; never reused.
     public var localID: Int64
     public var time: Timestamp
-    public var ops: [Operation]
+    public var ops: [ItemOperation]
     /// Operations whose `base` is the result of an earlier local change, not yet known when
     /// this one was made: op index → that change's `localID`. Resolved when it is pushed.
     public var dependencies: [Int: Int64]
 
-    public init(localID: Int64, time: Timestamp, ops: [Operation], dependencies: [Int: Int64] = [:]) {
+    public init(localID: Int64, time: Timestamp, ops: [ItemOperation], dependencies: [Int: Int64] = [:]) {
         self.localID = localID
         self.time = time
         self.ops = ops
@@ -37,7 +37,7 @@ public struct Batch: Hashable, Codable, Sendable {
     }
 }
 
-extension Operation {
+extension ItemOperation {
     var base: UInt64? {
         switch self {
         case .create: nil
@@ -47,7 +47,7 @@ extension Operation {
         }
     }
 
-    func withBase(_ base: UInt64) -> Operation {
+    func withBase(_ base: UInt64) -> ItemOperation {
         switch self {
         case .create: return self
         case .update(var op):

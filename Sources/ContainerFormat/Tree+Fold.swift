@@ -69,7 +69,7 @@ extension Tree {
         }
     }
 
-    private mutating func create(_ op: Operation.Create, _ fold: inout Fold) {
+    private mutating func create(_ op: ItemOperation.Create, _ fold: inout Fold) {
         guard op.id.isValid, op.id != .root else { return fold.reject("invalid item id \(op.id)") }
         if let problem = ItemName.problem(with: op.name) { return fold.reject(problem) }
         guard items[op.id] == nil else { return fold.reject("item \(op.id) exists already") }
@@ -87,7 +87,7 @@ extension Tree {
         fold.outcome.changed.insert(item.id)
     }
 
-    private mutating func update(_ op: Operation.Update, _ fold: inout Fold) {
+    private mutating func update(_ op: ItemOperation.Update, _ fold: inout Fold) {
         guard var item = items[op.id] else { return fold.reject("no item \(op.id)") }
         guard let content = op.content else {
             guard !item.deleted else { return fold.note("attributes of deleted \(op.id) ignored") }
@@ -120,7 +120,7 @@ extension Tree {
     }
 
     private mutating func makeConflictCopy(
-        of item: Item, with op: Operation.Update, content: Content, _ fold: inout Fold
+        of item: Item, with op: ItemOperation.Update, content: Content, _ fold: inout Fold
     ) {
         let copyName = ItemName.conflictCopy(of: item.name, device: fold.commit.device, time: fold.commit.time)
         let copy = Item(
@@ -136,7 +136,7 @@ extension Tree {
         fold.outcome.changed.insert(item.id)  // its hasUnresolvedConflicts changed
     }
 
-    private mutating func move(_ op: Operation.Move, _ fold: inout Fold) {
+    private mutating func move(_ op: ItemOperation.Move, _ fold: inout Fold) {
         guard op.id != .root, var item = items[op.id] else { return fold.reject("no movable item \(op.id)") }
         if let problem = ItemName.problem(with: op.name) { return fold.reject(problem) }
         guard let target = items[op.parent], target.kind == .folder else {
@@ -159,7 +159,7 @@ extension Tree {
         fold.outcome.changed.insert(item.id)
     }
 
-    private mutating func delete(_ op: Operation.Delete, _ fold: inout Fold) {
+    private mutating func delete(_ op: ItemOperation.Delete, _ fold: inout Fold) {
         guard op.id != .root, var item = items[op.id], !item.deleted else { return }
         if item.kind == .folder, hasChildren(item.id) {
             return fold.note("folder \(op.id) still holds items another device wrote; kept")

@@ -47,7 +47,7 @@ struct Simulation {
         let live = view.allItems.filter { !$0.deleted && $0.id != .root }
         let folders = [ItemID.root] + live.filter { $0.kind == .folder }.map(\.id)
         let files = live.filter { $0.kind == .file }
-        var ops: [(ContainerFormat.Operation, BaseVersion?)] = []
+        var ops: [(ItemOperation, BaseVersion?)] = []
         let names = ["a.txt", "b.txt", "c", "notes.md", "x"]
         let time = Timestamp(seconds: 1_700_000_000 + Int64(step))
         switch Int.random(in: 0..<10, using: &random) {

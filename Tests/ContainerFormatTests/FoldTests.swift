@@ -7,7 +7,7 @@ struct Journal {
     var tree = Tree()
 
     @discardableResult
-    mutating func commit(_ device: String, at seconds: Int64 = 1_700_000_000, _ ops: [ContainerFormat.Operation]) -> FoldOutcome {
+    mutating func commit(_ device: String, at seconds: Int64 = 1_700_000_000, _ ops: [ItemOperation]) -> FoldOutcome {
         let commit = Commit(
             commitID: UUID().uuidString, device: device, deviceID: device,
             time: Timestamp(seconds: seconds), ops: ops)
@@ -33,16 +33,16 @@ func content(_ text: String) -> Content {
     return Content(size: UInt64(data.count), chunks: [ChunkRef(hash: ChunkHash(of: data), size: UInt32(data.count))])
 }
 
-func file(_ id: String, _ name: String, in parent: ItemID = .root, _ text: String = "") -> ContainerFormat.Operation {
+func file(_ id: String, _ name: String, in parent: ItemID = .root, _ text: String = "") -> ItemOperation {
     .create(.init(id: ItemID(id), parent: parent, name: name, kind: .file, mode: 0o644,
                   mtime: Timestamp(seconds: 1), content: text.isEmpty ? .empty : content(text)))
 }
 
-func folder(_ id: String, _ name: String, in parent: ItemID = .root) -> ContainerFormat.Operation {
+func folder(_ id: String, _ name: String, in parent: ItemID = .root) -> ItemOperation {
     .create(.init(id: ItemID(id), parent: parent, name: name, kind: .folder, mode: 0o755, mtime: Timestamp(seconds: 1)))
 }
 
-func edit(_ id: String, base: UInt64, _ text: String) -> ContainerFormat.Operation {
+func edit(_ id: String, base: UInt64, _ text: String) -> ItemOperation {
     .update(.init(id: ItemID(id), base: base, content: content(text)))
 }
 

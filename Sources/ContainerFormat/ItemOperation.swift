@@ -20,7 +20,7 @@ public struct Content: Hashable, Codable, Sendable {
 
 /// One change to one item, as a device recorded it. `base` is the item's `contentVersion`
 /// the device had seen: the fold compares it to decide conflicts (see ``Tree``).
-public enum Operation: Hashable, Sendable {
+public enum ItemOperation: Hashable, Sendable {
     case create(Create)
     case update(Update)
     case move(Move)
@@ -110,7 +110,7 @@ public enum Operation: Hashable, Sendable {
     }
 }
 
-extension Operation: Codable {
+extension ItemOperation: Codable {
     private enum Kind: String, Codable {
         case create, update, move, delete
     }

@@ -1,0 +1,14 @@
+import ContainerFormat
+
+/// What `stat` shows of an item.
+public struct ItemAttributes: Sendable, Equatable {
+    public var id: ItemID
+    public var inode: UInt64
+    public var kind: ItemKind
+    /// Permission bits.
+    public var mode: UInt32
+    public var size: UInt64
+    public var mtime: Timestamp
+    public var linkCount: UInt32
+    public var target: String?
+}

@@ -1,0 +1,87 @@
+import BlobStore
+import ContainerFormat
+import Foundation
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The files of the cache folder: one content file per item, and chunks staged for upload.
+struct LocalFiles: Sendable {
+    let root: String
+
+    init(root: String) throws {
+        self.root = root
+        for folder in ["content", "staged", "tmp"] {
+            try FileManager.default.createDirectory(atPath: "\(root)/\(folder)", withIntermediateDirectories: true)
+        }
+    }
+
+    var databasePath: String { "\(root)/state.sqlite" }
+
+    func contentPath(_ id: ItemID) -> String {
+        "\(root)/content/\(id.rawValue.prefix(2))/\(id.rawValue)"
+    }
+
+    func stagedPath(_ hash: ChunkHash) -> String {
+        "\(root)/staged/\(hash.hex.prefix(2))/\(hash.hex)"
+    }
+
+    /// Opens (creating if needed) the content file of `id`.
+    func openContent(_ id: ItemID, writable: Bool) throws -> FileDescriptor {
+        let path = contentPath(id)
+        do {
+            return try FileDescriptor.open(
+                path, writable ? .readWrite : .readOnly, options: [.create, .closeOnExec],
+                permissions: [.ownerReadWrite])
+        } catch Errno.noSuchFileOrDirectory {
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            return try FileDescriptor.open(
+                path, writable ? .readWrite : .readOnly, options: [.create, .closeOnExec],
+                permissions: [.ownerReadWrite])
+        }
+    }
+
+    func removeContent(_ id: ItemID) {
+        unlink(contentPath(id))
+    }
+
+    /// Copies a chunk's bytes aside until it is uploaded (content-addressed: staging the same
+    /// chunk twice is harmless).
+    func stage(_ hash: ChunkHash, _ bytes: UnsafeRawBufferPointer, durable: Bool) throws {
+        let path = stagedPath(hash)
+        if access(path, F_OK) == 0 { return }
+        let folder = (path as NSString).deletingLastPathComponent
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let temporary = "\(root)/tmp/\(hash.hex).\(UInt64.random(in: 0...UInt64.max))"
+        let fd = try FileDescriptor.open(
+            temporary, .writeOnly, options: [.create, .truncate, .closeOnExec], permissions: [.ownerReadWrite])
+        do {
+            _ = try fd.writeAll(toAbsoluteOffset: 0, bytes)
+            if durable { fsync(fd.rawValue) }
+            try fd.close()
+        } catch {
+            try? fd.close()
+            unlink(temporary)
+            throw error
+        }
+        guard rename(temporary, path) == 0 else { throw Errno(rawValue: errno) }
+        if durable {
+            let folderFD = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if folderFD >= 0 {
+                fsync(folderFD)
+                close(folderFD)
+            }
+        }
+    }
+
+    func readStaged(_ hash: ChunkHash) -> Data? {
+        FileManager.default.contents(atPath: stagedPath(hash))
+    }
+
+    func unstage(_ hash: ChunkHash) {
+        unlink(stagedPath(hash))
+    }
+}

@@ -1,0 +1,331 @@
+import BlobStore
+import ContainerFormat
+import Foundation
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An open file: what `open`/`create` hand to the FUSE layer and `read`/`write` take.
+public final class OpenFile: Sendable {
+    public let id: ItemID
+    public let writable: Bool
+    let fd: FileDescriptor
+
+    init(id: ItemID, writable: Bool, fd: FileDescriptor) {
+        self.id = id
+        self.writable = writable
+        self.fd = fd
+    }
+}
+
+/// File content: placeholders filled on read, local writes, and queuing a written file.
+extension Replica {
+    /// `open`: for writing without truncation the whole current version is downloaded first,
+    /// so that the queued version is complete.
+    public func open(_ id: ItemID, write: Bool, truncate: Bool) async throws(ReplicaError) -> OpenFile {
+        let kind = state.withLock { $0.view.liveItem(id)?.kind }
+        guard let kind else { throw .notFound }
+        guard kind == .file else { throw kind == .folder ? .isAFolder : .invalidArgument("not a file") }
+        if write && !truncate { try await downloadAll(id) }
+        let fd: FileDescriptor
+        do {
+            fd = try files.openContent(id, writable: true)
+        } catch {
+            throw .local("cannot open the cache file of \(id): \(error)")
+        }
+        state.withLock { $0.openCount[id, default: 0] += 1 }
+        let file = OpenFile(id: id, writable: write, fd: fd)
+        if write && truncate { try await resize(file.id, to: 0) }
+        return file
+    }
+
+    /// `read`: serves present bytes at once; otherwise downloads the chunks the range
+    /// touches first, then the rest of the file in the background.
+    public func read(_ file: OpenFile, offset: UInt64, count: Int) async throws(ReplicaError) -> Data {
+        let plan = try prepareRead(file.id, offset..<offset + UInt64(count))
+        if !plan.missing.isEmpty {
+            try await fetch(file.id, plan.missing, version: plan.chunks)
+            startBackgroundDownload(file.id)
+        }
+        let end = min(offset + UInt64(count), plan.size)
+        guard end > offset else { return Data() }
+        do {
+            return try FileIO.read(file.fd, offset: offset, count: Int(end - offset))
+        } catch {
+            throw .local("cannot read the cache file of \(file.id): \(error)")
+        }
+    }
+
+    /// `write`: into the local file at local-disk speed; queued when the file is closed.
+    public func write(_ file: OpenFile, offset: UInt64, data: Data) throws(ReplicaError) {
+        guard file.writable else { throw .invalidArgument("file not open for writing") }
+        do {
+            try FileIO.writeAll(file.fd, data, offset: offset)
+        } catch {
+            throw .local("cannot write the cache file of \(file.id): \(error)")
+        }
+        try state.withLock { state throws(ReplicaError) in
+            var record = state.content[file.id] ?? .empty
+            let end = offset + UInt64(data.count)
+            let wasDirty = record.dirty
+            record.present.insert(offset..<end)
+            record.size = max(record.size, end)
+            record.dirty = true
+            state.content[file.id] = record
+            state.writeGeneration[file.id, default: 0] += 1
+            state.dirtyMtime[file.id] = Timestamp.now()
+            if !wasDirty { try saveContent(file.id, record) }
+        }
+    }
+
+    /// `flush` / `fsync` / `release`: queues the written file. With `durable`, returns only
+    /// once the queued version survives a power loss.
+    public func commit(_ file: OpenFile, durable: Bool) async throws(ReplicaError) {
+        try await commit(file.id, durable: durable)
+    }
+
+    /// `release`: the file handle is closed; a written file is queued.
+    public func close(_ file: OpenFile) async throws(ReplicaError) {
+        defer {
+            try? file.fd.close()
+            state.withLock { state in
+                state.openCount[file.id, default: 1] -= 1
+                if state.openCount[file.id] == 0 { state.openCount[file.id] = nil }
+            }
+        }
+        try await commit(file.id, durable: false)
+    }
+
+    /// `setattr` with a size: truncates or extends (with zeros) and queues the result.
+    public func truncate(_ id: ItemID, to size: UInt64) async throws(ReplicaError) -> ItemAttributes {
+        try await resize(id, to: size)
+        let isOpen = state.withLock { $0.openCount[id] != nil }
+        if !isOpen { try await commit(id, durable: false) }
+        return try attributes(of: id)
+    }
+
+    // MARK: - Internals
+
+    struct ReadPlan {
+        var size: UInt64
+        var chunks: [ChunkRef]
+        var missing: [ContentChunker.Piece]
+    }
+
+    /// Decides under the lock what a read needs; starts a new local file for a new version.
+    func prepareRead(_ id: ItemID, _ range: Range<UInt64>) throws(ReplicaError) -> ReadPlan {
+        try state.withLock { state throws(ReplicaError) in
+            var record = state.content[id] ?? .empty
+            // A file written locally, or one deleted while open, reads its local bytes.
+            guard !record.dirty, let item = state.view.liveItem(id), item.kind == .file else {
+                return ReadPlan(size: record.size, chunks: record.chunks, missing: [])
+            }
+            if record.chunks != item.chunks || record.size != item.size || state.content[id] == nil {
+                record = ContentRecord(
+                    chunks: item.chunks, size: item.size, present: ByteRanges(), dirty: false,
+                    pinned: record.pinned, lastAccess: record.lastAccess)
+                try setLength(of: id, to: item.size)
+                state.content[id] = record
+                try saveContent(id, record)
+            }
+            let end = min(range.upperBound, record.size)
+            let gaps = range.lowerBound < end ? record.present.missing(in: range.lowerBound..<end) : []
+            return ReadPlan(size: record.size, chunks: record.chunks, missing: Replica.pieces(record.chunks, covering: gaps))
+        }
+    }
+
+    /// The chunks (with their offsets) that overlap any of `ranges`.
+    static func pieces(_ chunks: [ChunkRef], covering ranges: [Range<UInt64>]) -> [ContentChunker.Piece] {
+        guard !ranges.isEmpty else { return [] }
+        var pieces: [ContentChunker.Piece] = []
+        var offset: UInt64 = 0
+        for chunk in chunks {
+            let span = offset..<offset + UInt64(chunk.size)
+            if ranges.contains(where: { $0.overlaps(span) }) {
+                pieces.append(.init(offset: offset, ref: chunk))
+            }
+            offset = span.upperBound
+        }
+        return pieces
+    }
+
+    /// Downloads every missing chunk of the current version.
+    public func downloadAll(_ id: ItemID) async throws(ReplicaError) {
+        let plan = try prepareRead(id, 0..<UInt64.max)
+        state.withLock { _ = $0.downloadRequested.insert(id) }
+        try await fetch(id, plan.missing, version: plan.chunks)
+        state.withLock { _ = $0.downloadRequested.remove(id) }
+    }
+
+    func startBackgroundDownload(_ id: ItemID) {
+        let started = state.withLock { state in
+            state.downloadRequested.insert(id).inserted
+        }
+        guard started else { return }
+        Task.detached { [self] in
+            try? await downloadAll(id)
+        }
+    }
+
+    /// Fetches chunks (at most four at once) into the content file of `id`, if it still
+    /// holds `version` when each arrives.
+    func fetch(_ id: ItemID, _ pieces: [ContentChunker.Piece], version: [ChunkRef]) async throws(ReplicaError) {
+        guard !pieces.isEmpty else { return }
+        state.withLock { _ = $0.downloading.insert(id) }
+        defer { state.withLock { _ = $0.downloading.remove(id) } }
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                var started = 0
+                for piece in pieces {
+                    if started >= 4 { try await group.next() }
+                    group.addTask { try await self.fetch(id, piece, version: version) }
+                    started += 1
+                }
+                try await group.waitForAll()
+            }
+            state.withLock { _ = $0.downloadErrors.removeValue(forKey: id) }
+        } catch {
+            let wrapped = ReplicaError.wrapping(error)
+            state.withLock { $0.downloadErrors[id] = wrapped.description }
+            logger.error("download of \(id) failed: \(wrapped)")
+            throw wrapped
+        }
+    }
+
+    private func fetch(_ id: ItemID, _ piece: ContentChunker.Piece, version: [ChunkRef]) async throws {
+        try await downloads.run("\(id)/\(piece.offset)/\(piece.ref.hash)") { [self] in
+            let data = try await container.readChunk(piece.ref)
+            let path = files.contentPath(id)
+            try await BlockingIO.run {
+                let fd = try FileDescriptor.open(path, .writeOnly, options: [.closeOnExec])
+                defer { try? fd.close() }
+                try FileIO.writeAll(fd, data, offset: piece.offset)
+            }
+            try state.withLock { state in
+                guard var record = state.content[id], record.chunks == version, !record.dirty else { return }
+                record.present.insert(piece.offset..<piece.offset + UInt64(piece.ref.size))
+                state.content[id] = record
+                state.storedChunks.insert(piece.ref.hash)
+                try saveContent(id, record)
+            }
+        }
+    }
+
+    func resize(_ id: ItemID, to size: UInt64) async throws(ReplicaError) {
+        if size > 0 { try await downloadAll(id) }
+        try state.withLock { state throws(ReplicaError) in
+            guard state.view.liveItem(id) != nil || state.content[id] != nil else { throw .notFound }
+            var record = state.content[id] ?? .empty
+            try setLength(of: id, to: size)
+            if size > record.size { record.present.insert(record.size..<size) }
+            record.present.truncate(to: size)
+            record.size = size
+            record.dirty = true
+            state.content[id] = record
+            state.writeGeneration[id, default: 0] += 1
+            state.dirtyMtime[id] = Timestamp.now()
+            try saveContent(id, record)
+        }
+    }
+
+    /// Sets the length of the content file of `id`, creating it if needed (sparse).
+    func setLength(of id: ItemID, to size: UInt64) throws(ReplicaError) {
+        do {
+            let fd = try files.openContent(id, writable: true)
+            defer { try? fd.close() }
+            guard ftruncate(fd.rawValue, off_t(size)) == 0 else { throw Errno(rawValue: errno) }
+        } catch {
+            throw .local("cannot resize the cache file of \(id): \(error)")
+        }
+    }
+
+    /// Chunks a written file, stages its new chunks and queues its new version, in one
+    /// transaction. Writes that land while chunking make it start over.
+    func commit(_ id: ItemID, durable: Bool) async throws(ReplicaError) {
+        while true {
+            let snapshot = state.withLock { state -> (generation: UInt64, size: UInt64)? in
+                guard let record = state.content[id], record.dirty else { return nil }
+                return (state.writeGeneration[id, default: 0], record.size)
+            }
+            guard let snapshot else { return }
+            let pieces: [ContentChunker.Piece]
+            do {
+                pieces = try await BlockingIO.run { [files, chunker] in
+                    let fd = try files.openContent(id, writable: false)
+                    defer { try? fd.close() }
+                    return try ContentChunker(chunker: chunker).chunks(of: fd, size: snapshot.size) { piece, bytes in
+                        try files.stage(piece.ref.hash, bytes, durable: durable)
+                    }
+                }
+            } catch {
+                throw .local("cannot read the cache file of \(id) to queue it: \(error)")
+            }
+            let done = try state.withLock { state throws(ReplicaError) -> Bool in
+                guard var record = state.content[id], record.dirty else { return true }
+                guard state.writeGeneration[id, default: 0] == snapshot.generation else { return false }
+                let chunks = pieces.map(\.ref)
+                let mtime = state.dirtyMtime[id] ?? Timestamp.now()
+                record.chunks = chunks
+                record.size = snapshot.size
+                record.present = ByteRanges([0..<snapshot.size])
+                record.dirty = false
+                state.content[id] = record
+                state.dirtyMtime[id] = nil
+                guard let item = state.view.liveItem(id) else {
+                    try saveContent(id, record)  // deleted meanwhile: nothing to queue
+                    return true
+                }
+                let unchanged = item.chunks == chunks && item.size == snapshot.size
+                let op = ItemOperation.update(.init(
+                    id: id, base: 0, content: unchanged ? nil : Content(size: snapshot.size, chunks: chunks),
+                    mtime: mtime))
+                try enqueue([(op, unchanged ? nil : state.device.base(of: id))], &state, content: [id])
+                return true
+            }
+            if done { break }
+        }
+        if durable { try makeDurable() }
+    }
+
+    /// Flushes the state database to disk (`fsync`; staged chunks were synced as written).
+    func makeDurable() throws(ReplicaError) {
+        do {
+            try database.pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA wal_checkpoint(FULL)")
+            }
+        } catch {
+            throw .local("cannot flush \(files.databasePath): \(error)")
+        }
+    }
+
+    func saveContent(_ id: ItemID, _ record: ContentRecord?) throws(ReplicaError) {
+        do {
+            try database.pool.write { db in try database.saveContent(id, record, db) }
+        } catch {
+            throw .local("cannot record cache state in \(files.databasePath): \(error)")
+        }
+    }
+
+    /// Files written before a crash and never queued: their bytes are queued now, as they
+    /// are on disk (nothing a program wrote is dropped).
+    func recoverDirtyFiles() {
+        let dirty = state.withLock { state in
+            state.content.filter(\.value.dirty).map(\.key)
+        }
+        for id in dirty {
+            var info = stat()
+            let size = stat(files.contentPath(id), &info) == 0 ? UInt64(info.st_size) : 0
+            state.withLock { state in
+                state.content[id]?.size = size
+                state.content[id]?.present = ByteRanges([0..<size])
+            }
+            logger.notice("queuing \(id), written before the last shutdown")
+        }
+        guard !dirty.isEmpty else { return }
+        Task.detached { [self] in
+            for id in dirty { try? await commit(id, durable: true) }
+        }
+    }
+}

@@ -1,0 +1,199 @@
+import ContainerFormat
+import Foundation
+
+/// Names, attributes and the tree: what `lookup`, `getattr`, `readdir`, `mkdir`, `create`,
+/// `symlink`, `unlink`, `rmdir`, `rename` and `setattr` need.
+extension Replica {
+    public func attributes(of id: ItemID) throws(ReplicaError) -> ItemAttributes {
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.liveItem(id) else { throw .notFound }
+            return attributes(item, &state)
+        }
+    }
+
+    public func lookup(_ name: String, in folder: ItemID) throws(ReplicaError) -> ItemAttributes {
+        try state.withLock { state throws(ReplicaError) in
+            guard let child = state.view.child(named: name, in: folder), let item = state.liveItem(child.id) else {
+                throw .notFound
+            }
+            return attributes(item, &state)
+        }
+    }
+
+    /// The live children of a folder, sorted by name.
+    public func list(_ folder: ItemID) throws(ReplicaError) -> [ItemAttributesWithName] {
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.view.liveItem(folder) else { throw .notFound }
+            guard item.kind == .folder else { throw .notAFolder }
+            return state.view.children(of: folder).compactMap { child in
+                state.liveItem(child.id).map { ItemAttributesWithName(name: $0.name, attributes: attributes($0, &state)) }
+            }
+        }
+    }
+
+    public func makeFolder(_ name: String, in parent: ItemID, mode: UInt32) throws(ReplicaError) -> ItemAttributes {
+        try create(name, in: parent, kind: .folder, mode: mode, target: nil)
+    }
+
+    /// A new empty file; its content arrives by `write` and is queued when it is closed.
+    public func makeFile(_ name: String, in parent: ItemID, mode: UInt32) throws(ReplicaError) -> ItemAttributes {
+        try create(name, in: parent, kind: .file, mode: mode, target: nil)
+    }
+
+    public func makeSymlink(_ name: String, in parent: ItemID, target: String) throws(ReplicaError) -> ItemAttributes {
+        guard !target.isEmpty, target.utf8.count < 4096, !target.utf8.contains(0) else {
+            throw .invalidArgument("a link target must be 1 to 4095 bytes")
+        }
+        return try create(name, in: parent, kind: .symlink, mode: 0o777, target: target)
+    }
+
+    public func readLink(_ id: ItemID) throws(ReplicaError) -> String {
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.view.liveItem(id) else { throw .notFound }
+            guard let target = item.target else { throw .invalidArgument("not a symlink") }
+            return target
+        }
+    }
+
+    /// `unlink`: removes a file or symlink.
+    public func remove(_ name: String, in parent: ItemID) throws(ReplicaError) {
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.view.child(named: name, in: parent) else { throw .notFound }
+            guard item.kind != .folder else { throw .isAFolder }
+            try enqueue([(.delete(.init(id: item.id, base: 0)), state.device.base(of: item.id))], &state)
+        }
+    }
+
+    /// `rmdir`: removes an empty folder.
+    public func removeFolder(_ name: String, in parent: ItemID) throws(ReplicaError) {
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.view.child(named: name, in: parent) else { throw .notFound }
+            guard item.kind == .folder else { throw .notAFolder }
+            guard !state.view.hasChildren(item.id) else { throw .notEmpty }
+            try enqueue([(.delete(.init(id: item.id, base: 0)), state.device.base(of: item.id))], &state)
+        }
+    }
+
+    /// `rename`: moves an item, replacing what holds the new name as POSIX says (a file
+    /// replaces a file, a folder an empty folder), unless `noReplace`.
+    public func rename(
+        _ name: String, in parent: ItemID, to newName: String, in newParent: ItemID, noReplace: Bool = false
+    ) throws(ReplicaError) {
+        if let problem = ItemName.problem(with: newName) { throw .invalidName(problem) }
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.view.child(named: name, in: parent) else { throw .notFound }
+            guard let target = state.view.liveItem(newParent) else { throw .notFound }
+            guard target.kind == .folder else { throw .notAFolder }
+            if item.id == newParent || state.view.isAncestor(item.id, of: newParent) {
+                throw .invalidArgument("cannot move a folder inside itself")
+            }
+            var ops: [(ItemOperation, BaseVersion?)] = []
+            if let existing = state.view.child(named: newName, in: newParent) {
+                if existing.id == item.id { return }
+                if noReplace { throw .exists }
+                switch (item.kind == .folder, existing.kind == .folder) {
+                case (true, false): throw .notAFolder
+                case (false, true): throw .isAFolder
+                case (true, true) where state.view.hasChildren(existing.id): throw .notEmpty
+                default: break
+                }
+                ops.append((.delete(.init(id: existing.id, base: 0)), state.device.base(of: existing.id)))
+            }
+            ops.append((.move(.init(id: item.id, base: 0, parent: newParent, name: newName)), state.device.base(of: item.id)))
+            try enqueue(ops, &state)
+        }
+    }
+
+    /// `setattr` for mode and modification time (sizes go through `truncate`).
+    public func setAttributes(_ id: ItemID, mode: UInt32? = nil, mtime: Timestamp? = nil) throws(ReplicaError) -> ItemAttributes {
+        try state.withLock { state throws(ReplicaError) in
+            guard state.view.liveItem(id) != nil else { throw .notFound }
+            if mode != nil || mtime != nil {
+                if let mtime, state.content[id]?.dirty == true { state.dirtyMtime[id] = mtime }
+                try enqueue([(.update(.init(id: id, base: 0, mode: mode.map { $0 & 0o7777 }, mtime: mtime)), nil)], &state)
+            }
+            return attributes(state.liveItem(id)!, &state)
+        }
+    }
+
+    // MARK: - User extended attributes (other than user.icloud.*)
+
+    public func userAttribute(_ name: String, of id: ItemID) throws(ReplicaError) -> Data? {
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.view.liveItem(id) else { throw .notFound }
+            return item.xattrs[name]
+        }
+    }
+
+    public func userAttributeNames(of id: ItemID) throws(ReplicaError) -> [String] {
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.view.liveItem(id) else { throw .notFound }
+            return item.xattrs.keys.sorted()
+        }
+    }
+
+    /// Sets (or with nil removes) a `user.*` attribute; it syncs like content.
+    public func setUserAttribute(_ name: String, of id: ItemID, to value: Data?) throws(ReplicaError) {
+        guard name.hasPrefix("user."), !name.hasPrefix("user.icloud."), name.utf8.count <= 255 else {
+            throw .notSupported("only user.* attributes can be stored")
+        }
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.view.liveItem(id) else { throw .notFound }
+            var xattrs = item.xattrs
+            if value == nil && xattrs[name] == nil { throw .notFound }
+            xattrs[name] = value
+            try enqueue([(.update(.init(id: id, base: 0, xattrs: xattrs)), nil)], &state)
+        }
+    }
+
+    // MARK: - Internals
+
+    private func create(
+        _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, target: String?
+    ) throws(ReplicaError) -> ItemAttributes {
+        if let problem = ItemName.problem(with: name) { throw .invalidName(problem) }
+        return try state.withLock { state throws(ReplicaError) in
+            guard let folder = state.view.liveItem(parent) else { throw .notFound }
+            guard folder.kind == .folder else { throw .notAFolder }
+            guard state.view.child(named: name, in: parent) == nil else { throw .exists }
+            let id = ItemID(UUID().uuidString)
+            let op = ItemOperation.create(.init(
+                id: id, parent: parent, name: name, kind: kind, mode: mode & 0o7777, mtime: Timestamp.now(),
+                target: target))
+            if kind == .file {
+                state.content[id] = .empty
+            }
+            try enqueue([(op, nil)], &state, content: kind == .file ? [id] : [])
+            return attributes(state.liveItem(id)!, &state)
+        }
+    }
+
+    /// Queues one local change: durable in the database first, then shown in the view.
+    func enqueue(_ ops: [(ItemOperation, BaseVersion?)], _ state: inout ReplicaState, content: [ItemID] = []) throws(ReplicaError) {
+        let change = state.device.makeChange(localID: state.nextLocalID, time: Timestamp.now(), ops)
+        do {
+            try database.pool.write { db in
+                try database.insertPending(change, db)
+                try database.setMeta("nextLocalID", String(change.localID + 1), db)
+                for id in content { try database.saveContent(id, state.content[id], db) }
+            }
+        } catch {
+            throw .local("cannot record the change in \(files.databasePath): \(error)")
+        }
+        state.nextLocalID += 1
+        state.device.append(change)
+        wakeup.signal()
+    }
+
+    func attributes(_ item: Item, _ state: inout ReplicaState) -> ItemAttributes {
+        ItemAttributes(
+            id: item.id, inode: inode(of: item.id, &state), kind: item.kind, mode: item.mode,
+            size: item.kind == .symlink ? UInt64(item.target?.utf8.count ?? 0) : item.size,
+            mtime: item.mtime, linkCount: item.kind == .folder ? 2 : 1, target: item.target)
+    }
+}
+
+public struct ItemAttributesWithName: Sendable, Equatable {
+    public var name: String
+    public var attributes: ItemAttributes
+}

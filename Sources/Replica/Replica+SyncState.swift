@@ -1,0 +1,88 @@
+import ContainerFormat
+
+/// The `user.icloud.*` picture of an item: per file, and aggregated over a folder's
+/// contents (byte-weighted percentages), so the mount root shows the whole container.
+extension Replica {
+    public func syncState(of id: ItemID) throws(ReplicaError) -> SyncState {
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.liveItem(id) else { throw .notFound }
+            let pending = state.itemsWithPendingChanges
+            if item.kind != .folder { return fileState(item, state, pending) }
+            return folderState(item, state, pending)
+        }
+    }
+
+    private func fileState(_ item: Item, _ state: ReplicaState, _ pending: Set<ItemID>) -> SyncState {
+        let record = state.content[item.id]
+        let matchesVersion = record.map { $0.dirty || ($0.chunks == item.chunks && $0.size == item.size) } ?? false
+        let status: SyncState.DownloadingStatus
+        let percentDownloaded: Double
+        if item.kind != .file || item.size == 0 || (matchesVersion && record!.isComplete) {
+            status = .current
+            percentDownloaded = 100
+        } else if let record, record.isComplete, record.size > 0 {
+            status = .downloaded
+            percentDownloaded = 0
+        } else {
+            status = .notDownloaded
+            percentDownloaded = matchesVersion ? Double(record!.present.coveredBytes(below: item.size)) * 100 / Double(item.size) : 0
+        }
+        let isUploading = pending.contains(item.id) || record?.dirty == true
+        return SyncState(
+            itemIdentifier: item.id.rawValue, downloadingStatus: status,
+            isDownloading: state.downloading.contains(item.id), percentDownloaded: percentDownloaded,
+            downloadRequested: state.downloadRequested.contains(item.id), isUploaded: !isUploading,
+            isUploading: isUploading, percentUploaded: isUploading ? uploadedShare(of: item.id, state) : 100,
+            hasUnresolvedConflicts: state.view.hasUnresolvedConflicts(item.id),
+            downloadingError: state.downloadErrors[item.id], uploadingError: isUploading ? state.uploadError : nil,
+            isPinned: record?.pinned ?? false)
+    }
+
+    /// Share of the bytes of the newest queued content of `id` already in the store.
+    private func uploadedShare(of id: ItemID, _ state: ReplicaState) -> Double {
+        let newest = state.device.pending.reversed().lazy.flatMap(\.ops).first { $0.itemID == id && !$0.chunks.isEmpty }
+        guard let chunks = newest?.chunks else { return 0 }
+        let total = chunks.reduce(0) { $0 + UInt64($1.size) }
+        let stored = chunks.filter { state.storedChunks.contains($0.hash) }.reduce(0) { $0 + UInt64($1.size) }
+        return total == 0 ? 0 : Double(stored) * 100 / Double(total)
+    }
+
+    private func folderState(_ folder: Item, _ state: ReplicaState, _ pending: Set<ItemID>) -> SyncState {
+        var all = folder.id == .root ? [] : [fileState(folder, state, pending)]
+        var sizes: [UInt64] = all.map { _ in 0 }
+        var conflicts = false
+        var stack = [folder.id]
+        while let next = stack.popLast() {
+            for child in state.view.children(of: next) {
+                guard let item = state.liveItem(child.id) else { continue }
+                conflicts = conflicts || state.view.hasUnresolvedConflicts(item.id)
+                if item.kind == .folder {
+                    stack.append(item.id)
+                    all.append(fileState(item, state, pending))
+                    sizes.append(0)
+                } else {
+                    all.append(fileState(item, state, pending))
+                    sizes.append(item.size)
+                }
+            }
+        }
+        let totalBytes = sizes.reduce(0, +)
+        func weighted(_ percent: (SyncState) -> Double, whenEmpty: Bool) -> Double {
+            guard totalBytes > 0 else { return whenEmpty ? 100 : 0 }
+            return zip(all, sizes).reduce(0.0) { $0 + percent($1.0) * Double($1.1) } / Double(totalBytes)
+        }
+        let isUploaded = all.allSatisfy(\.isUploaded)
+        let isDownloaded = all.allSatisfy(\.isDownloaded)
+        return SyncState(
+            itemIdentifier: folder.id.rawValue,
+            downloadingStatus: isDownloaded ? .current : .notDownloaded,
+            isDownloading: all.contains(where: \.isDownloading),
+            percentDownloaded: isDownloaded ? 100 : min(99.9, weighted(\.percentDownloaded, whenEmpty: false)),
+            downloadRequested: all.contains(where: \.downloadRequested), isUploaded: isUploaded,
+            isUploading: !isUploaded, percentUploaded: isUploaded ? 100 : min(99.9, weighted(\.percentUploaded, whenEmpty: false)),
+            hasUnresolvedConflicts: conflicts,
+            downloadingError: all.lazy.compactMap(\.downloadingError).first,
+            uploadingError: all.lazy.compactMap(\.uploadingError).first ?? (isUploaded ? nil : state.uploadError),
+            isPinned: state.content[folder.id]?.pinned ?? false)
+    }
+}

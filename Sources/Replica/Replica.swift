@@ -1,0 +1,203 @@
+import BlobStore
+import ContainerFormat
+import Foundation
+import GRDB
+import Logging
+import Synchronization
+
+/// One device of a container: its local state, kept in the cache folder, and the
+/// background work that keeps it in sync with the store.
+///
+/// Metadata calls are synchronous and quick (memory, plus one SQLite write for changes);
+/// only reads that must download and explicit sync calls are `async`. Local changes are
+/// recorded in the durable queue before a call returns, then pushed in the background.
+public final class Replica: Sendable {
+    public let configuration: ReplicaConfiguration
+    public let identity: Identity
+    let container: ContainerStore
+    let database: StateDatabase
+    let files: LocalFiles
+    let chunker: Chunker
+    let deviceID: String
+    let logger: Logger
+    let state: Mutex<ReplicaState>
+    let syncLock = AsyncLock()
+    let wakeup = WakeupSignal()
+    let loop = Mutex<Task<Void, Never>?>(nil)
+    let changeObserver = Mutex<(@Sendable (Set<ItemID>) -> Void)?>(nil)
+    let downloads = DownloadTable()
+
+    /// Opens (or creates) the device state in `configuration.cacheDirectory` for the
+    /// container in `store`, and catches up with the journal if the store can be reached.
+    public static func open(
+        _ configuration: ReplicaConfiguration, store: any BlobStore, logger: Logger
+    ) async throws -> Replica {
+        let container: ContainerStore
+        let files: LocalFiles
+        let database: StateDatabase
+        do {
+            container = try ContainerStore(store: store, container: configuration.container)
+            files = try LocalFiles(root: configuration.cacheDirectory)
+            database = try StateDatabase(path: files.databasePath)
+        } catch {
+            throw ReplicaError.wrapping(error)
+        }
+        let identity = try await Replica.resolveIdentity(configuration, container, database, logger)
+        let replica = try Replica(configuration, identity, container, database, files, logger)
+        do {
+            try await replica.bootstrapFromSnapshot()
+            try await replica.pull()
+        } catch let error as StoreError where error.isTransient {
+            logger.warning("store unreachable, starting from the local cache: \(error)")
+            replica.state.withLock { $0.uploadError = error.description }
+        }
+        return replica
+    }
+
+    private init(
+        _ configuration: ReplicaConfiguration, _ identity: Identity, _ container: ContainerStore,
+        _ database: StateDatabase, _ files: LocalFiles, _ logger: Logger
+    ) throws {
+        self.configuration = configuration
+        self.identity = identity
+        self.container = container
+        self.database = database
+        self.files = files
+        self.logger = logger
+        chunker = Chunker(identity.chunking)
+        do {
+            let loaded = try database.pool.write { db -> (ReplicaState, String) in
+                var deviceID = try database.meta("deviceID", db)
+                if deviceID == nil {
+                    deviceID = UUID().uuidString
+                    try database.setMeta("deviceID", deviceID, db)
+                }
+                let tree = try database.loadTree(db)
+                let pending = try database.loadPending(db)
+                let landed = try database.meta("landed", db).map {
+                    try FormatCoding.decode([Int64: UInt64].self, from: Data($0.utf8))
+                } ?? [:]
+                let inFlight = try database.meta("inFlight", db).map {
+                    try FormatCoding.decode(Batch.self, from: Data($0.utf8))
+                }
+                let nextLocalID = Int64(try database.meta("nextLocalID", db) ?? "1") ?? 1
+                var state = ReplicaState(
+                    device: DeviceView(device: configuration.deviceName, synced: tree, pending: pending, landed: landed),
+                    nextLocalID: nextLocalID, inFlight: inFlight, content: try database.loadContent(db))
+                var inodes = try database.loadInodes(db)
+                if inodes.isEmpty {
+                    inodes = [(try database.insertInode(for: .root, db), .root)]
+                }
+                for (inode, id) in inodes {
+                    state.inodeByID[id] = inode
+                    state.idByInode[inode] = id
+                }
+                return (state, deviceID!)
+            }
+            state = Mutex(loaded.0)
+            deviceID = loaded.1
+        } catch {
+            throw ReplicaError.wrapping(error)
+        }
+        recoverDirtyFiles()
+    }
+
+    /// The container's identity, creating the container if allowed; a cache made for another
+    /// container or another incarnation of it is refused.
+    private static func resolveIdentity(
+        _ configuration: ReplicaConfiguration, _ container: ContainerStore, _ database: StateDatabase,
+        _ logger: Logger
+    ) async throws -> Identity {
+        let cached = try? await database.pool.read { db in
+            try database.meta("identity", db).map { try FormatCoding.decode(Identity.self, from: Data($0.utf8)) }
+        }
+        var remote: Identity?
+        do {
+            remote = try await container.readIdentity()
+            if remote == nil, configuration.createIfMissing {
+                let proposed = Identity(
+                    container: configuration.container, token: UUID().uuidString, created: Timestamp.now())
+                remote = try await container.createIdentity(proposed)
+                logger.info("created container \(configuration.container) in \(container.store.location)")
+            }
+        } catch let error as StoreError where error.isTransient && cached != nil {
+            logger.warning("store unreachable (\(error)); using the cached identity")
+            return cached!
+        } catch {
+            throw ReplicaError.wrapping(error)
+        }
+        guard let remote else {
+            throw ReplicaError.store(.notFound("container \(configuration.container) does not exist in \(container.store.location)"))
+        }
+        if let cached, cached.token != remote.token {
+            throw ReplicaError.identityMismatch(
+                "the cache \(configuration.cacheDirectory) belongs to container identity \(cached.token), but the store holds identity \(remote.token); use another cache folder")
+        }
+        if cached == nil {
+            try await database.pool.write { db in
+                try database.setMeta("identity", String(decoding: FormatCoding.encode(remote), as: UTF8.self), db)
+            }
+        }
+        return remote
+    }
+
+    // MARK: - Observing
+
+    /// Called (on a background task) with the items whose visible state changed because of
+    /// remote changes; the FUSE layer invalidates the kernel's caches with it.
+    public func setChangeObserver(_ observer: (@Sendable (Set<ItemID>) -> Void)?) {
+        changeObserver.withLock { $0 = observer }
+    }
+
+    // MARK: - Inodes
+
+    /// The stable inode number of `id`, allocated on first use and never reused.
+    public func inode(of id: ItemID) -> UInt64 {
+        state.withLock { state in inode(of: id, &state) }
+    }
+
+    func inode(of id: ItemID, _ state: inout ReplicaState) -> UInt64 {
+        if let inode = state.inodeByID[id] { return inode }
+        do {
+            let inode = try database.pool.write { db in try database.insertInode(for: id, db) }
+            state.inodeByID[id] = inode
+            state.idByInode[inode] = id
+            return inode
+        } catch {
+            fatalError("cannot record an inode number in \(files.databasePath): \(error)")
+        }
+    }
+
+    public func item(forInode inode: UInt64) -> ItemID? {
+        state.withLock { $0.idByInode[inode] }
+    }
+
+    // MARK: - Lifecycle
+
+    /// Starts the background loop: pull remote changes every `pollInterval`, push the queue.
+    public func start() {
+        loop.withLock { task in
+            guard task == nil else { return }
+            task = Task.detached { [self] in await runSyncLoop() }
+        }
+    }
+
+    /// Stops the background loop. Queued changes stay in the cache for the next start.
+    public func stop() async {
+        let task = loop.withLock { task in
+            defer { task = nil }
+            return task
+        }
+        task?.cancel()
+        wakeup.signal()
+        await task?.value
+    }
+}
+
+extension Timestamp {
+    public static func now() -> Timestamp {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Timestamp(seconds: Int64(spec.tv_sec), nanoseconds: UInt32(spec.tv_nsec))
+    }
+}

@@ -1,0 +1,24 @@
+import Foundation
+
+/// How one device of a container runs.
+public struct ReplicaConfiguration: Sendable {
+    public var container: String
+    /// This device's cache folder: state database, content files, staged chunks.
+    public var cacheDirectory: String
+    /// Shown in conflict copy names.
+    public var deviceName: String
+    /// How often to look for remote changes.
+    public var pollInterval: Duration = .seconds(2)
+    /// Create the container in the store if it does not exist.
+    public var createIfMissing = true
+    /// The largest number of operations pushed as one journal entry.
+    public var maximumBatchOperations = 1000
+    /// A snapshot is written by the device whose commit lands on a multiple of this.
+    public var snapshotInterval: UInt64 = 1000
+
+    public init(container: String, cacheDirectory: String, deviceName: String) {
+        self.container = container
+        self.cacheDirectory = cacheDirectory
+        self.deviceName = deviceName
+    }
+}

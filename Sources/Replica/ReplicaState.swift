@@ -1,0 +1,41 @@
+import ContainerFormat
+
+/// Everything a replica keeps in memory, behind one lock (`Replica.state`). No I/O and no
+/// `await` while it is held, except the state database write that records the same change.
+struct ReplicaState: Sendable {
+    var device: DeviceView
+    var nextLocalID: Int64
+    /// The batch being pushed; persisted so a restarted process pushes the same commit.
+    var inFlight: Batch?
+    var inodeByID: [ItemID: UInt64] = [:]
+    var idByInode: [UInt64: ItemID] = [:]
+    var content: [ItemID: ContentRecord]
+    /// Bumped by every local write, so a commit can tell if the file changed while chunking.
+    var writeGeneration: [ItemID: UInt64] = [:]
+    /// Local modification times of files written since their last commit.
+    var dirtyMtime: [ItemID: Timestamp] = [:]
+    var openCount: [ItemID: Int] = [:]
+    var downloading: Set<ItemID> = []
+    var downloadRequested: Set<ItemID> = []
+    var downloadErrors: [ItemID: String] = [:]
+    var uploadError: String?
+    /// Chunks known to be in the store (uploaded or seen there) during this run.
+    var storedChunks: Set<ChunkHash> = []
+
+    var view: Tree { device.view }
+
+    /// The item as the user sees it, with the size and time of unsaved local writes.
+    func liveItem(_ id: ItemID) -> Item? {
+        guard var item = device.view.liveItem(id) else { return nil }
+        if let record = content[id], record.dirty {
+            item.size = record.size
+            item.mtime = dirtyMtime[id] ?? item.mtime
+        }
+        return item
+    }
+
+    /// Items some queued change touches.
+    var itemsWithPendingChanges: Set<ItemID> {
+        Set(device.pending.flatMap { $0.ops.map(\.itemID) })
+    }
+}

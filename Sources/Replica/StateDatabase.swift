@@ -1,0 +1,208 @@
+import ContainerFormat
+import Foundation
+import GRDB
+
+/// The device's durable state: one SQLite database (WAL) in the cache folder.
+///
+/// Tables: `meta` (identity, device, journal head, the batch being pushed), `item` (the
+/// journal's tree as this device has folded it), `pending` (the upload queue: local changes
+/// not yet in the journal), `content` (what each local content file holds), `inode`
+/// (stable inode numbers). One transaction per invariant: an applied journal entry updates
+/// the tree, the head and the queue together.
+final class StateDatabase: Sendable {
+    let pool: DatabasePool
+
+    init(path: String) throws {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            // WAL survives a killed process without fsync per transaction; fsync points are
+            // explicit (see `makeDurable`).
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        pool = try DatabasePool(path: path, configuration: configuration)
+        try StateDatabase.migrator.migrate(pool)
+    }
+
+    /// Append-only: never edit a migration that has shipped.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
+                    CREATE TABLE item (
+                        id TEXT PRIMARY KEY NOT NULL, parent TEXT NOT NULL, name TEXT NOT NULL,
+                        kind TEXT NOT NULL, mode INTEGER NOT NULL, mtime_s INTEGER NOT NULL,
+                        mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, chunks BLOB NOT NULL,
+                        target TEXT, xattrs BLOB, version INTEGER NOT NULL,
+                        content_version INTEGER NOT NULL, deleted INTEGER NOT NULL,
+                        conflict_of TEXT);
+                    CREATE TABLE pending (local_id INTEGER PRIMARY KEY NOT NULL, change BLOB NOT NULL);
+                    CREATE TABLE content (
+                        id TEXT PRIMARY KEY NOT NULL, chunks BLOB NOT NULL, size INTEGER NOT NULL,
+                        present BLOB NOT NULL, dirty INTEGER NOT NULL, pinned INTEGER NOT NULL,
+                        last_access INTEGER NOT NULL);
+                    CREATE TABLE inode (ino INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE);
+                    """)
+        }
+        return migrator
+    }
+
+    // MARK: meta
+
+    func meta(_ key: String, _ db: Database) throws -> String? {
+        try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key])
+    }
+
+    func setMeta(_ key: String, _ value: String?, _ db: Database) throws {
+        if let value {
+            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", arguments: [key, value])
+        } else {
+            try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [key])
+        }
+    }
+
+    // MARK: item (the synced tree)
+
+    func loadTree(_ db: Database) throws -> Tree {
+        let head = UInt64(try meta("head", db) ?? "0") ?? 0
+        var items: [Item] = []
+        let rows = try Row.fetchCursor(db, sql: "SELECT * FROM item")
+        while let row = try rows.next() {
+            items.append(try StateDatabase.item(from: row))
+        }
+        return Tree(items: items, head: head)
+    }
+
+    func saveItems(_ ids: some Sequence<ItemID>, of tree: Tree, _ db: Database) throws {
+        let statement = try db.cachedStatement(
+            sql: """
+                INSERT OR REPLACE INTO item (id, parent, name, kind, mode, mtime_s, mtime_ns, size,
+                chunks, target, xattrs, version, content_version, deleted, conflict_of)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+        for id in ids {
+            guard let item = tree.item(id) else { continue }
+            try statement.execute(arguments: [
+                item.id.rawValue, item.parent.rawValue, item.name, item.kind.rawValue, Int64(item.mode),
+                item.mtime.seconds, Int64(item.mtime.nanoseconds), Int64(item.size),
+                StateDatabase.encode(item.chunks), item.target,
+                item.xattrs.isEmpty ? nil : FormatCoding.encode(item.xattrs),
+                Int64(item.version), Int64(item.contentVersion), item.deleted, item.conflictOf?.rawValue,
+            ])
+        }
+        try setMeta("head", String(tree.head), db)
+    }
+
+    static func item(from row: Row) throws -> Item {
+        let xattrs: [String: Data] =
+            try (row["xattrs"] as Data?).map { try FormatCoding.decode([String: Data].self, from: $0) } ?? [:]
+        return Item(
+            id: ItemID(row["id"]), parent: ItemID(row["parent"]), name: row["name"],
+            kind: ItemKind(rawValue: row["kind"]) ?? .file, mode: UInt32(row["mode"] as Int64),
+            mtime: Timestamp(seconds: row["mtime_s"], nanoseconds: UInt32(row["mtime_ns"] as Int64)),
+            size: UInt64(row["size"] as Int64), chunks: decodeChunks(row["chunks"]), target: row["target"],
+            xattrs: xattrs, version: UInt64(row["version"] as Int64),
+            contentVersion: UInt64(row["content_version"] as Int64), deleted: row["deleted"],
+            conflictOf: (row["conflict_of"] as String?).map(ItemID.init))
+    }
+
+    /// Chunk lists as packed 36-byte records (32-byte hash, 4-byte little-endian size): small
+    /// and quick to load for large containers.
+    static func encode(_ chunks: [ChunkRef]) -> Data {
+        var data = Data(capacity: chunks.count * 36)
+        for chunk in chunks {
+            data.append(contentsOf: chunk.hash.bytes)
+            withUnsafeBytes(of: chunk.size.littleEndian) { data.append(contentsOf: $0) }
+        }
+        return data
+    }
+
+    static func decodeChunks(_ data: Data) -> [ChunkRef] {
+        let bytes = [UInt8](data)
+        return stride(from: 0, to: bytes.count - bytes.count % 36, by: 36).map { start in
+            let hash = ChunkHash(bytes: Array(bytes[start..<start + 32]))
+            let size = bytes[start + 32..<start + 36].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            return ChunkRef(hash: hash, size: size)
+        }
+    }
+
+    // MARK: pending (the upload queue)
+
+    func loadPending(_ db: Database) throws -> [LocalChange] {
+        try Data.fetchAll(db, sql: "SELECT change FROM pending ORDER BY local_id").map {
+            try FormatCoding.decode(LocalChange.self, from: $0)
+        }
+    }
+
+    func insertPending(_ change: LocalChange, _ db: Database) throws {
+        try db.execute(
+            sql: "INSERT INTO pending (local_id, change) VALUES (?, ?)",
+            arguments: [change.localID, FormatCoding.encode(change)])
+    }
+
+    func deletePending(_ ids: [Int64], _ db: Database) throws {
+        for id in ids {
+            try db.execute(sql: "DELETE FROM pending WHERE local_id = ?", arguments: [id])
+        }
+    }
+
+    // MARK: content
+
+    func loadContent(_ db: Database) throws -> [ItemID: ContentRecord] {
+        var records: [ItemID: ContentRecord] = [:]
+        let rows = try Row.fetchCursor(db, sql: "SELECT * FROM content")
+        while let row = try rows.next() {
+            records[ItemID(row["id"])] = ContentRecord(
+                chunks: StateDatabase.decodeChunks(row["chunks"]), size: UInt64(row["size"] as Int64),
+                present: try FormatCoding.decode(ByteRanges.self, from: row["present"]),
+                dirty: row["dirty"], pinned: row["pinned"], lastAccess: row["last_access"])
+        }
+        return records
+    }
+
+    func saveContent(_ id: ItemID, _ record: ContentRecord?, _ db: Database) throws {
+        guard let record else {
+            try db.execute(sql: "DELETE FROM content WHERE id = ?", arguments: [id.rawValue])
+            return
+        }
+        try db.execute(
+            sql: """
+                INSERT OR REPLACE INTO content (id, chunks, size, present, dirty, pinned, last_access)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                id.rawValue, StateDatabase.encode(record.chunks), Int64(record.size),
+                FormatCoding.encode(record.present), record.dirty, record.pinned, record.lastAccess,
+            ])
+    }
+
+    // MARK: inode
+
+    func loadInodes(_ db: Database) throws -> [(UInt64, ItemID)] {
+        try Row.fetchAll(db, sql: "SELECT ino, id FROM inode").map { (UInt64($0["ino"] as Int64), ItemID($0["id"])) }
+    }
+
+    func insertInode(for id: ItemID, _ db: Database) throws -> UInt64 {
+        try db.execute(sql: "INSERT INTO inode (id) VALUES (?)", arguments: [id.rawValue])
+        return UInt64(db.lastInsertedRowID)
+    }
+}
+
+/// What a local content file holds: the chunk list it mirrors and which bytes are present.
+struct ContentRecord: Sendable, Equatable {
+    var chunks: [ChunkRef]
+    var size: UInt64
+    var present: ByteRanges
+    /// Written locally since the last commit (an open file being edited): the file is the
+    /// only copy of these bytes.
+    var dirty: Bool
+    var pinned: Bool
+    var lastAccess: Int64
+
+    var isComplete: Bool { present.contains(0..<size) }
+
+    /// An empty file that is complete (a new local file, or nothing known yet).
+    static let empty = ContentRecord(chunks: [], size: 0, present: ByteRanges(), dirty: false, pinned: false, lastAccess: 0)
+}

@@ -1,0 +1,187 @@
+import BlobStore
+import ContainerFormat
+import Foundation
+import Replica
+import Testing
+import Synchronization
+import TestSupport
+
+struct ReplicaTests {
+    @Test("a file written on one device appears on another as a placeholder, then downloads on read")
+    func placeholderThenDownload() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        var random = SeededRandom(seed: 1)
+        let data = random.data(count: 5_000_000)
+        _ = try a.makeFolder("Documents", in: .root, mode: 0o755)
+        try await a.writeFile("Documents/big.bin", data)
+        #expect(try a.syncState(of: a.id("Documents/big.bin")).isUploaded == false)
+        try await a.push()
+        #expect(try a.syncState(of: a.id("Documents/big.bin")).isUploaded)
+        #expect(try a.syncState(of: .root).percentUploaded == 100)
+
+        let b = try await devices.open("b")
+        let id = try b.id("Documents/big.bin")
+        #expect(try b.attributes(of: id).size == 5_000_000)
+        let before = try b.syncState(of: id)
+        #expect(before.downloadingStatus == .notDownloaded)
+        #expect(before.percentDownloaded == 0)
+        #expect(!before.isDownloaded)
+        #expect(before.isUploaded)
+        #expect(try await b.readFile("Documents/big.bin") == data)
+        let after = try b.syncState(of: id)
+        #expect(after.downloadingStatus == .current)
+        #expect(after.percentDownloaded == 100)
+        #expect(try b.syncState(of: .root).isDownloaded)
+    }
+
+    @Test("a read downloads only the chunks it touches first")
+    func partialRead() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        var random = SeededRandom(seed: 2)
+        let data = random.data(count: 12_000_000)
+        try await a.writeFile("f", data)
+        try await a.push()
+        let b = try await devices.open("b")
+        let id = try b.id("f")
+        let file = try await b.open(id, write: false, truncate: false)
+        let piece = try await b.read(file, offset: 6_000_000, count: 4096)
+        #expect(piece == data[6_000_000..<6_004_096])
+        // The rest follows in the background.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try b.syncState(of: id).percentDownloaded < 100, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try b.syncState(of: id).isDownloaded)
+        try await b.close(file)
+    }
+
+    @Test("a 4 KiB edit in a 20 MB file uploads only a chunk or two")
+    func smallEditFewChunks() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        var random = SeededRandom(seed: 3)
+        var data = random.data(count: 20_000_000)
+        try await a.writeFile("big", data)
+        try await a.push()
+        let before = devices.chunkFiles()
+        data.replaceSubrange(10_000_000..<10_004_096, with: random.data(count: 4096))
+        let file = try await a.open(try a.id("big"), write: true, truncate: false)
+        try a.write(file, offset: 10_000_000, data: data[10_000_000..<10_004_096])
+        try await a.close(file)
+        try await a.push()
+        let added = devices.chunkFiles().subtracting(before)
+        #expect(added.count >= 1 && added.count <= 2, "\(added.count) chunks added")
+        let b = try await devices.open("b")
+        #expect(try await b.readFile("big") == data)
+    }
+
+    @Test("simultaneous edits from one base give one conflict copy, the same on both devices")
+    func conflict() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("alpha")
+        let b = try await devices.open("beta")
+        try await a.writeFile("doc.txt", Data("base".utf8))
+        try await a.push()
+        try await b.pull()
+        try await a.writeFile("doc.txt", Data("from alpha".utf8))
+        try await b.writeFile("doc.txt", Data("from beta".utf8))
+        try await a.push()
+        try await b.push()
+        try await a.pull()
+        #expect(try a.names() == b.names())
+        let names = try a.names()
+        #expect(names.count == 2)
+        let copy = try #require(names.first { $0.hasPrefix("doc (conflicted copy from beta ") && $0.hasSuffix(").txt") })
+        #expect(try await a.readFile("doc.txt") == Data("from alpha".utf8))
+        #expect(try await a.readFile(copy) == Data("from beta".utf8))
+        #expect(try await b.readFile(copy) == Data("from beta".utf8))
+        #expect(try a.syncState(of: a.id("doc.txt")).hasUnresolvedConflicts)
+        try b.remove(copy, in: .root)
+        try await b.push()
+        try await a.pull()
+        #expect(try !a.syncState(of: a.id("doc.txt")).hasUnresolvedConflicts)
+    }
+
+    @Test("POSIX name rules: exists, not empty, rename over a file, folder into itself")
+    func namespace() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        let folder = try a.makeFolder("d", in: .root, mode: 0o755).id
+        try await a.writeFile("d/x", Data("x".utf8))
+        try await a.writeFile("y", Data("y".utf8))
+        #expect(throws: ReplicaError.exists) { try a.makeFolder("d", in: .root, mode: 0o755) }
+        #expect(throws: ReplicaError.notEmpty) { try a.removeFolder("d", in: .root) }
+        #expect(throws: ReplicaError.isAFolder) { try a.remove("d", in: .root) }
+        #expect(throws: ReplicaError.self) { try a.rename("d", in: .root, to: "inner", in: folder) }
+        #expect(throws: ReplicaError.invalidName("name contains '/'")) { try a.makeFile("a/b", in: .root, mode: 0o644) }
+        try a.rename("y", in: .root, to: "x", in: folder)
+        #expect(try a.names("d") == ["x"])
+        #expect(try await a.readFile("d/x") == Data("y".utf8))
+        let link = try a.makeSymlink("l", in: .root, target: "d/x")
+        #expect(try a.readLink(link.id) == "d/x")
+        try a.setUserAttribute("user.color", of: a.id("d/x"), to: Data("red".utf8))
+        try await a.push()
+        let b = try await devices.open("b")
+        #expect(try b.names() == ["d", "l"])
+        #expect(try b.userAttribute("user.color", of: b.id("d/x")) == Data("red".utf8))
+        #expect(try await b.readFile("d/x") == Data("y".utf8))
+        #expect(try b.readLink(b.id("l")) == "d/x")
+    }
+
+    @Test("queued changes survive closing and reopening the device, and upload later")
+    func queueSurvivesRestart() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        do {
+            let a = try await devices.open("a")
+            try await a.writeFile("kept.txt", Data("queued".utf8), durable: true)
+            #expect(a.pendingChangeCount > 0)
+        }
+        let a = try await devices.open("a")
+        #expect(a.pendingChangeCount > 0)
+        try await a.push()
+        #expect(a.pendingChangeCount == 0)
+        let b = try await devices.open("b")
+        #expect(try await b.readFile("kept.txt") == Data("queued".utf8))
+    }
+
+    @Test("the background loop uploads by itself, and remote changes reach the observer")
+    func backgroundLoop() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a") { $0.pollInterval = .milliseconds(100) }
+        let b = try await devices.open("b") { $0.pollInterval = .milliseconds(100) }
+        let seen = Mutex<Set<ItemID>>([])
+        b.setChangeObserver { ids in seen.withLock { $0.formUnion(ids) } }
+        a.start()
+        b.start()
+        let id = try await a.writeFile("live.txt", Data("hello".utf8))
+        #expect(await a.waitUntilUploaded(timeout: .seconds(10)))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !seen.withLock({ $0.contains(id) }), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(seen.withLock { $0.contains(id) })
+        #expect(try await b.readFile("live.txt") == Data("hello".utf8))
+        await a.stop()
+        await b.stop()
+    }
+
+    @Test("a cache made for another container identity is refused")
+    func identityMismatch() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        _ = try await devices.open("a")
+        // The container is deleted and re-created: a new identity token.
+        try FileManager.default.removeItem(atPath: devices.folder.sub("store/\(devices.container)"))
+        _ = try await devices.open("b")
+        await #expect(throws: ReplicaError.self) { _ = try await devices.open("a") }
+    }
+}
