@@ -171,6 +171,10 @@ public struct ContainerStore: Sendable {
                     problems.append("\(key): records seq \(snapshot.seq)")
                     continue
                 }
+                guard try await store.size(of: journalKey(snapshot.seq)) != nil else {
+                    problems.append("\(key): journal entry \(snapshot.seq) does not exist")
+                    continue
+                }
                 if let problem = Snapshot.problem(in: snapshot.items) {
                     problems.append("\(key): \(problem)")
                     continue

@@ -1,5 +1,8 @@
 import BlobStore
+import ContainerFormat
 import Foundation
+import Logging
+import Replica
 import SystemPackage
 
 // A child process for tests that need several processes or a kill at a chosen moment.
@@ -9,19 +12,90 @@ func waitForFile(_ path: String) {
     while !FileManager.default.fileExists(atPath: path) { usleep(1000) }
 }
 
-let arguments = CommandLine.arguments.dropFirst()
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// The content the crash test writes for file number `n` (the checker recomputes it).
+func content(_ n: Int) -> Data {
+    Data((0..<(n * 37_003 % 300_000 + 1)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ n) })
+}
+
+/// A directory store that sleeps a random moment before each call, so that a kill lands
+/// anywhere in the upload pipeline (between chunks, before or after a journal append).
+struct SlowStore: BlobStore {
+    let base: DirectoryStore
+    var location: String { base.location }
+
+    func pause() async { try? await Task.sleep(for: .milliseconds(Int.random(in: 0...15))) }
+
+    func get(_ key: BlobKey) async throws -> Data { await pause(); return try await base.get(key) }
+    func get(_ key: BlobKey, range: Range<UInt64>) async throws -> Data {
+        await pause()
+        return try await base.get(key, range: range)
+    }
+    func size(of key: BlobKey) async throws -> UInt64? { await pause(); return try await base.size(of: key) }
+    func putIfAbsent(_ key: BlobKey, data: Data) async throws {
+        await pause()
+        try await base.putIfAbsent(key, data: data)
+        await pause()
+    }
+    func put(_ key: BlobKey, data: Data) async throws { await pause(); try await base.put(key, data: data) }
+    func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [BlobKey] {
+        await pause()
+        return try await base.list(prefix: prefix, after: after, limit: limit)
+    }
+    func delete(_ key: BlobKey) async throws { await pause(); try await base.delete(key) }
+}
+
+func openReplica(store: String, cache: String, container: String) async throws -> Replica {
+    var configuration = ReplicaConfiguration(container: container, cacheDirectory: cache, deviceName: "crashy")
+    configuration.maximumBatchOperations = 3
+    configuration.pollInterval = .milliseconds(20)
+    let slow = SlowStore(base: try DirectoryStore(root: FilePath(store)))
+    return try await Replica.open(configuration, store: slow, logger: Logger(label: "helper") { _ in SwiftLogNoOpLogHandler() })
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "race-put-if-absent":
     // ROOT KEY VALUE START_FILE: waits for START_FILE, then tries to create KEY.
-    let args = Array(arguments.dropFirst())
-    let store = try DirectoryStore(root: FilePath(args[0]), create: false)
-    waitForFile(args[3])
+    let store = try DirectoryStore(root: FilePath(arguments[1]), create: false)
+    waitForFile(arguments[4])
     do {
-        try await store.putIfAbsent(try BlobKey(args[1]), data: Data(args[2].utf8))
-        print("won")
+        try await store.putIfAbsent(try BlobKey(arguments[2]), data: Data(arguments[3].utf8))
+        say("won")
     } catch StoreError.alreadyExists {
-        print("lost")
+        say("lost")
     }
+
+case "write-files":
+    // STORE CACHE CONTAINER COUNT: writes file-0 ... with fsync, saying "acked NAME" after
+    // each, while the background loop uploads; also edits and renames some. Killed by tests.
+    let replica = try await openReplica(store: arguments[1], cache: arguments[2], container: arguments[3])
+    replica.start()
+    for n in 0..<Int(arguments[4])! {
+        let id = try replica.makeFile("file-\(n)", in: .root, mode: 0o644).id
+        let file = try await replica.open(id, write: true, truncate: true)
+        try replica.write(file, offset: 0, data: content(n))
+        try await replica.commit(file, durable: true)
+        try await replica.close(file)
+        say("acked file-\(n)")
+    }
+    _ = await replica.waitUntilUploaded(timeout: .seconds(60))
+    say("uploaded")
+
+case "drain":
+    // STORE CACHE CONTAINER: reopens a device and pushes its whole queue.
+    let replica = try await openReplica(store: arguments[1], cache: arguments[2], container: arguments[3])
+    replica.start()
+    guard await replica.waitUntilUploaded(timeout: .seconds(60)) else {
+        say("not drained")
+        exit(1)
+    }
+    await replica.stop()
+    say("drained")
+
 default:
     FileHandle.standardError.write(Data("icloudfs-testhelper: unknown command\n".utf8))
     exit(2)

@@ -1,0 +1,80 @@
+import BlobStore
+import ContainerFormat
+import Foundation
+import Replica
+import Testing
+import TestSupport
+
+struct HostileStoreTests {
+    @Test("malformed journal entries and bad names are skipped; the rest of the journal applies")
+    func badJournal() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        try await a.writeFile("good-1", Data("one".utf8))
+        try await a.push()
+        let store = devices.store
+        let journal = "\(devices.container)/journal/"
+        func key(_ seq: Int) throws -> BlobKey { try BlobKey(journal + String(format: "%020d", seq)) }
+        let head = Int(a.head)
+        // A truncated entry, garbage, a future format, and hostile names.
+        let valid = FormatCoding.encode(Commit(
+            commitID: "x", device: "evil", deviceID: "evil", time: .zero,
+            ops: ["../escape", "a/b", "", String(repeating: "n", count: 300), "ok-from-evil"].enumerated().map {
+                .create(.init(id: ItemID("evil\($0.offset)"), parent: .root, name: $0.element, kind: .file, mode: 0o644, mtime: .zero))
+            }))
+        try await store.putIfAbsent(try key(head + 1), data: valid.prefix(valid.count / 2))
+        try await store.putIfAbsent(try key(head + 2), data: Data([0xFF, 0x00, 0x13]))
+        try await store.putIfAbsent(try key(head + 3), data: Data(#"{"format":99,"commit":"f","device":"d","deviceID":"d","time":{"s":0,"ns":0},"ops":[]}"#.utf8))
+        try await store.putIfAbsent(try key(head + 4), data: valid)
+        try await store.putIfAbsent(try key(head + 5), data: Data(#"{"format":1,"commit":"g","device":"d","deviceID":"d","time":{"s":0,"ns":0},"ops":[{"op":"explode"},{"op":"delete","id":"nothing","base":1}]}"#.utf8))
+
+        let b = try await devices.open("b")
+        #expect(b.head == UInt64(head + 5))
+        #expect(try b.names() == ["good-1", "ok-from-evil"])
+        // The device still works after it.
+        try await b.writeFile("good-2", Data("two".utf8))
+        try await b.push()
+        try await a.pull()
+        #expect(try a.names() == ["good-1", "good-2", "ok-from-evil"])
+    }
+
+    @Test("a corrupted chunk is an error, never data")
+    func corruptChunk() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        try await a.writeFile("precious", Data(repeating: 7, count: 10_000))
+        try await a.writeFile("other", Data("fine".utf8))
+        try await a.push()
+        let chunkPath = ChunkHash(of: Data(repeating: 7, count: 10_000)).hex
+        let path = devices.folder.sub("store/\(devices.container)/chunks/\(chunkPath.prefix(2))/\(chunkPath)")
+        try Data(repeating: 8, count: 10_000).write(to: URL(fileURLWithPath: path))
+
+        let b = try await devices.open("b")
+        await #expect(throws: ReplicaError.format(.corruptChunk(hash: chunkPath))) {
+            _ = try await b.readFile("precious")
+        }
+        let state = try b.syncState(of: b.id("precious"))
+        #expect(state.downloadingError?.hasPrefix("corruptChunk") == true)
+        #expect(!state.isDownloaded)
+        #expect(try await b.readFile("other") == Data("fine".utf8))
+    }
+
+    @Test("an unreadable snapshot is skipped for an older one or the journal")
+    func badSnapshot() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a") { $0.snapshotInterval = 2 }
+        try await a.writeFile("one", Data("1".utf8))
+        try await a.push()
+        try await a.writeFile("two", Data("2".utf8))
+        try await a.push()
+        try await Task.sleep(for: .milliseconds(200))  // snapshots are written in the background
+        let snapshots = devices.folder.sub("store/\(devices.container)/snapshots")
+        #expect(try !FileManager.default.contentsOfDirectory(atPath: snapshots).isEmpty)
+        try Data("{\"format\":1,\"seq\":99,\"items\":[]}".utf8).write(to: URL(fileURLWithPath: snapshots + "/" + String(format: "%020d", 99)))
+        let b = try await devices.open("b")
+        #expect(try b.names() == ["one", "two"])
+    }
+}
