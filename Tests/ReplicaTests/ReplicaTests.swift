@@ -185,3 +185,26 @@ struct ReplicaTests {
         await #expect(throws: ReplicaError.self) { _ = try await devices.open("a") }
     }
 }
+
+struct StoreOutageTests {
+    @Test("while the store is unreachable, changes queue with an uploadingError; when it returns they drain")
+    func outage() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a") { $0.pollInterval = .milliseconds(50) }
+        let store = devices.folder.sub("store")
+        try FileManager.default.moveItem(atPath: store, toPath: store + ".away")
+        a.start()
+        let id = try await a.writeFile("offline.txt", Data("written offline".utf8))
+        #expect(await a.waitUntilUploaded(timeout: .milliseconds(500)) == false)
+        let state = try a.syncState(of: id)
+        #expect(!state.isUploaded)
+        #expect(state.uploadingError?.hasPrefix("serverUnavailable") == true, "\(state)")
+        try FileManager.default.moveItem(atPath: store + ".away", toPath: store)
+        #expect(await a.waitUntilUploaded(timeout: .seconds(10)))
+        #expect(try a.syncState(of: id).uploadingError == nil)
+        await a.stop()
+        let b = try await devices.open("b")
+        #expect(try await b.readFile("offline.txt") == Data("written offline".utf8))
+    }
+}
