@@ -8,6 +8,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "icloudfs", targets: ["icloudfs"]),
+        // What mount(8) runs for `mount -t icloudfs` and fstab.
+        .executable(name: "mount.icloudfs", targets: ["MountICloudFS"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -64,6 +66,7 @@ let package = Package(
         .target(
             name: "ICloudFSCommands",
             dependencies: [
+                "CFuse3",  // <sys/xattr.h>: the commands talk to a mount through xattrs
                 "FuseAdapter",
                 "Replica",
                 "ContainerFormat",
@@ -73,6 +76,7 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "icloudfs", dependencies: ["ICloudFSCommands"]),
+        .executableTarget(name: "MountICloudFS", dependencies: ["ICloudFSCommands"]),
 
         // Test support shared by every test target.
         .target(

@@ -1,15 +1,53 @@
 import ArgumentParser
+import Foundation
 import FuseAdapter
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `icloudfs`: mount a cloud container and see and steer its sync.
 public struct ICloudFS: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "icloudfs",
         abstract: "Mount a cloud ubiquity container as a folder, and inspect and control its sync.",
-        version: "icloudfs \(ICloudFSVersion.current) (libfuse \(FuseLibrary.version))"
+        discussion: """
+            Each file's sync state is in its extended attributes: getfattr -d FILE.
+            Exit status: 0 done, 1 failed, 2 bad usage.
+            """,
+        version: "icloudfs \(ICloudFSVersion.current) (libfuse \(FuseLibrary.version))",
+        subcommands: [MountCommand.self, SyncCommand.self, StatusCommand.self]
     )
 
     public init() {}
+
+    /// Runs the command line; errors print as one line `icloudfs: ...`, exit 1, and usage
+    /// errors exit 2 (INTERFACE.md), not ArgumentParser's 64.
+    public static func run(_ arguments: [String]) async -> Never {
+        do {
+            var command = try parseAsRoot(arguments)
+            if var command = command as? AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+            Glibc.exit(0)
+        } catch let error as ExitMessage {
+            FileHandle.standardError.write(Data("icloudfs: \(error.description)\n".utf8))
+            Glibc.exit(1)
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success || error is CleanExit {
+                exit(withError: error)
+            }
+            if code.rawValue == EX_USAGE || error is ValidationError {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Glibc.exit(2)
+            }
+            FileHandle.standardError.write(Data("icloudfs: \(error)\n".utf8))
+            Glibc.exit(1)
+        }
+    }
 }
 
 public enum ICloudFSVersion {

@@ -159,6 +159,22 @@ extension Replica {
         state.withLock { _ = $0.downloadRequested.remove(id) }
     }
 
+    /// Starts downloading a file (a folder: everything below it) and returns at once
+    /// (`user.icloud.download`, startDownloadingUbiquitousItem).
+    public func startDownload(_ id: ItemID) {
+        let files = state.withLock { state -> [ItemID] in
+            var found: [ItemID] = []
+            var stack = [id]
+            while let next = stack.popLast() {
+                guard let item = state.view.liveItem(next) else { continue }
+                if item.kind == .file { found.append(next) }
+                if item.kind == .folder { stack += state.view.children(of: next).map(\.id) }
+            }
+            return found
+        }
+        for file in files { startBackgroundDownload(file) }
+    }
+
     func startBackgroundDownload(_ id: ItemID) {
         let started = state.withLock { state in
             state.downloadRequested.insert(id).inserted

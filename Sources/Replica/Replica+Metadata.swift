@@ -47,6 +47,14 @@ extension Replica {
         return try create(name, in: parent, kind: .symlink, mode: 0o777, target: target)
     }
 
+    /// The folder holding `id`.
+    public func parent(of id: ItemID) throws(ReplicaError) -> ItemID {
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.view.liveItem(id) else { throw .notFound }
+            return item.parent
+        }
+    }
+
     public func readLink(_ id: ItemID) throws(ReplicaError) -> String {
         try state.withLock { state throws(ReplicaError) in
             guard let item = state.view.liveItem(id) else { throw .notFound }

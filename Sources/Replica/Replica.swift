@@ -168,6 +168,11 @@ public final class Replica: Sendable {
         }
     }
 
+    /// The inode number of `id` if one was ever handed out (nothing is allocated).
+    public func existingInode(of id: ItemID) -> UInt64? {
+        state.withLock { $0.inodeByID[id] }
+    }
+
     public func item(forInode inode: UInt64) -> ItemID? {
         state.withLock { $0.idByInode[inode] }
     }

@@ -3,6 +3,6 @@ import ICloudFSCommands
 @main
 enum ICloudFSMain {
     static func main() async {
-        await ICloudFS.main()
+        await ICloudFS.run(Array(CommandLine.arguments.dropFirst()))
     }
 }

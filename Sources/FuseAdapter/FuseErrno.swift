@@ -1,0 +1,32 @@
+import BlobStore
+import ContainerFormat
+import Foundation
+import Replica
+
+/// The one mapping from errors to errno values the kernel returns to programs.
+enum FuseErrno {
+    static func code(for error: any Error, in operation: StaticString) -> Int32 {
+        guard let error = error as? ReplicaError else {
+            FuseLog.logger.error("\(operation): unexpected error \(error)")
+            return EIO
+        }
+        switch error {
+        case .notFound: return ENOENT
+        case .exists: return EEXIST
+        case .notEmpty: return ENOTEMPTY
+        case .notAFolder: return ENOTDIR
+        case .isAFolder: return EISDIR
+        case .invalidName(let why):
+            return why.contains("longer than") ? ENAMETOOLONG : EINVAL
+        case .invalidArgument: return EINVAL
+        // Evicting a file with changes not yet uploaded, or while it is open.
+        case .busy: return EBUSY
+        case .notSupported: return ENOTSUP
+        // A failed download or a broken cache: the read cannot give data; the reason is in
+        // user.icloud.downloadingError and the log.
+        case .identityMismatch, .local, .store, .format:
+            FuseLog.logger.warning("\(operation): \(error)")
+            return EIO
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import CFuse3
+import ContainerFormat
+import Foundation
+import Replica
+
+/// `getxattr`, `listxattr`, `setxattr`, `removexattr`: the `user.icloud.*` sync attributes
+/// (computed, INTERFACE.md) and the user's own `user.*` attributes (stored and synced).
+extension FuseFileSystem {
+    static let icloudPrefix = "user.icloud."
+
+    /// Attributes that are actions (INTERFACE.md): writing them does something.
+    enum Action: String {
+        case download = "user.icloud.download"
+        case evict = "user.icloud.evict"
+        case isPinned = "user.icloud.isPinned"
+        /// Push queued changes now (used by `icloudfs sync`).
+        case sync = "user.icloud.sync"
+    }
+
+    func getxattr(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ size: Int) {
+        answer(request) {
+            let item = try id(inode)
+            let value: Data?
+            if name.hasPrefix(Self.icloudPrefix) {
+                value = try replica.syncState(of: item).attributes.first { $0.name == name }.map { Data($0.value.utf8) }
+            } else if name.hasPrefix("user.") {
+                value = try replica.userAttribute(name, of: item)
+            } else {
+                value = nil
+            }
+            guard let value else { return request.error(ENODATA) }
+            if size == 0 { return request.xattrSize(value.count) }
+            guard size >= value.count else { return request.error(ERANGE) }
+            request.buffer(value)
+        }
+    }
+
+    func listxattr(_ request: Request, _ inode: fuse_ino_t, _ size: Int) {
+        answer(request) {
+            let item = try id(inode)
+            let names = try replica.syncState(of: item).attributes.map(\.name) + replica.userAttributeNames(of: item)
+            var list = Data()
+            for name in names {
+                list.append(contentsOf: name.utf8)
+                list.append(0)
+            }
+            if size == 0 { return request.xattrSize(list.count) }
+            guard size >= list.count else { return request.error(ERANGE) }
+            request.buffer(list)
+        }
+    }
+
+    func setxattr(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ value: Data, _ flags: Int32) {
+        if name.hasPrefix(Self.icloudPrefix) {
+            return act(request, inode, name, value)
+        }
+        guard name.hasPrefix("user.") else { return request.error(ENOTSUP) }
+        answer(request) {
+            let item = try id(inode)
+            let exists = try replica.userAttribute(name, of: item) != nil
+            if Int(flags) & XATTR_CREATE != 0 && exists { return request.error(EEXIST) }
+            if Int(flags) & XATTR_REPLACE != 0 && !exists { return request.error(ENODATA) }
+            try replica.setUserAttribute(name, of: item, to: value)
+            request.ok()
+        }
+    }
+
+    func removexattr(_ request: Request, _ inode: fuse_ino_t, _ name: String) {
+        guard name.hasPrefix("user."), !name.hasPrefix(Self.icloudPrefix) else {
+            return request.error(name.hasPrefix(Self.icloudPrefix) ? EPERM : ENODATA)
+        }
+        answer(request) {
+            do {
+                try replica.setUserAttribute(name, of: try id(inode), to: nil)
+            } catch ReplicaError.notFound {
+                return request.error(ENODATA)
+            }
+            request.ok()
+        }
+    }
+
+    private func act(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ value: Data) {
+        guard let action = Action(rawValue: name) else {
+            // The other user.icloud.* attributes report state; they cannot be written.
+            return request.error(EPERM)
+        }
+        answer(request) {
+            let item = try id(inode)
+            switch action {
+            case .download:
+                replica.startDownload(item)
+            case .sync:
+                replica.syncSoon()
+            case .evict, .isPinned:
+                // Eviction and pinning arrive with the control work (issue 6).
+                return request.error(ENOTSUP)
+            }
+            request.ok()
+        }
+    }
+}

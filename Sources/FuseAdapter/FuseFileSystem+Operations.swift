@@ -1,0 +1,230 @@
+import CFuse3
+import ContainerFormat
+import Foundation
+import Replica
+
+/// One method per FUSE operation: copy the arguments, call the replica, answer.
+extension FuseFileSystem {
+    func lookup(_ request: Request, _ parent: fuse_ino_t, _ name: String) {
+        answer(request) {
+            guard name.utf8.count <= 255 else { return request.error(ENAMETOOLONG) }
+            let attributes = try replica.lookup(name, in: try id(parent))
+            request.entry(entry(attributes, parent: parent, name: name))
+        }
+    }
+
+    func forget(_ inode: fuse_ino_t, _ count: UInt64) {
+        inodes.forget(inode, count)
+    }
+
+    func getattr(_ request: Request, _ inode: fuse_ino_t) {
+        answer(request) {
+            request.attributes(stat(of: try replica.attributes(of: try id(inode))), timeout: attributeTimeout)
+        }
+    }
+
+    func setattr(_ request: Request, _ inode: fuse_ino_t, _ new: stat, _ toSet: Int32) {
+        answerLater(request) { [self] in
+            let item = try id(inode)
+            var attributes = try replica.attributes(of: item)
+            if toSet & FUSE_SET_ATTR_SIZE != 0 {
+                attributes = try await replica.truncate(item, to: UInt64(max(0, new.st_size)))
+            }
+            var mode: UInt32?
+            var mtime: Timestamp?
+            if toSet & FUSE_SET_ATTR_MODE != 0 { mode = new.st_mode & 0o7777 }
+            if toSet & FUSE_SET_ATTR_MTIME_NOW != 0 {
+                mtime = Timestamp.now()
+            } else if toSet & FUSE_SET_ATTR_MTIME != 0 {
+                mtime = Timestamp(seconds: Int64(new.st_mtim.tv_sec), nanoseconds: UInt32(new.st_mtim.tv_nsec))
+            }
+            // Owners are not stored (every item shows the mount's uid/gid): chown is accepted
+            // and has no effect, so that `cp -a`, `tar` and `rsync -a` as root work.
+            if mode != nil || mtime != nil {
+                attributes = try replica.setAttributes(item, mode: mode, mtime: mtime)
+            }
+            request.attributes(stat(of: attributes), timeout: attributeTimeout)
+        }
+    }
+
+    func readlink(_ request: Request, _ inode: fuse_ino_t) {
+        answer(request) { request.readlink(try replica.readLink(try id(inode))) }
+    }
+
+    func mkdir(_ request: Request, _ parent: fuse_ino_t, _ name: String, _ mode: UInt32) {
+        answer(request) {
+            let attributes = try replica.makeFolder(name, in: try id(parent), mode: mode & 0o7777)
+            request.entry(entry(attributes, parent: parent, name: name))
+        }
+    }
+
+    func mknod(_ request: Request, _ parent: fuse_ino_t, _ name: String, _ mode: UInt32) {
+        // Only regular files: devices, FIFOs and sockets have no place in a cloud container.
+        guard mode & S_IFMT == S_IFREG else { return request.error(EPERM) }
+        answer(request) {
+            let attributes = try replica.makeFile(name, in: try id(parent), mode: mode & 0o7777)
+            request.entry(entry(attributes, parent: parent, name: name))
+        }
+    }
+
+    func symlink(_ request: Request, _ target: String, _ parent: fuse_ino_t, _ name: String) {
+        answer(request) {
+            let attributes = try replica.makeSymlink(name, in: try id(parent), target: target)
+            request.entry(entry(attributes, parent: parent, name: name))
+        }
+    }
+
+    func unlink(_ request: Request, _ parent: fuse_ino_t, _ name: String) {
+        answer(request) {
+            try replica.remove(name, in: try id(parent))
+            request.ok()
+        }
+    }
+
+    func rmdir(_ request: Request, _ parent: fuse_ino_t, _ name: String) {
+        answer(request) {
+            try replica.removeFolder(name, in: try id(parent))
+            request.ok()
+        }
+    }
+
+    func rename(
+        _ request: Request, _ parent: fuse_ino_t, _ name: String, _ newParent: fuse_ino_t, _ newName: String,
+        _ flags: UInt32
+    ) {
+        // RENAME_EXCHANGE cannot be one atomic journal step with conflict rules; refuse it.
+        guard flags & FuseFileSystem.renameExchange == 0 else { return request.error(EINVAL) }
+        answer(request) {
+            try replica.rename(
+                name, in: try id(parent), to: newName, in: try id(newParent),
+                noReplace: flags & FuseFileSystem.renameNoReplace != 0)
+            request.ok()
+        }
+    }
+
+    func link(_ request: Request) {
+        // Items have one name each (the store has no hard links).
+        request.error(EPERM)
+    }
+
+    func create(_ request: Request, _ parent: fuse_ino_t, _ name: String, _ mode: UInt32, _ info: fuse_file_info) {
+        answerLater(request) { [self] in
+            let attributes = try replica.makeFile(name, in: try id(parent), mode: mode & 0o7777)
+            let file = try await replica.open(attributes.id, write: true, truncate: false)
+            var info = info
+            info.fh = files.insert(file)
+            request.create(entry(attributes, parent: parent, name: name), info)
+        }
+    }
+
+    func open(_ request: Request, _ inode: fuse_ino_t, _ info: fuse_file_info) {
+        let access = info.flags & O_ACCMODE
+        let writable = access == O_WRONLY || access == O_RDWR
+        let truncate = info.flags & O_TRUNC != 0
+        answerLater(request) { [self] in
+            let file = try await replica.open(try id(inode), write: writable, truncate: truncate && writable)
+            var info = info
+            info.fh = files.insert(file)
+            // The kernel's cached pages stay valid between opens: remote changes invalidate them.
+            info.keep_cache = 1
+            request.open(info)
+        }
+    }
+
+    func read(_ request: Request, _ handle: UInt64, _ size: Int, _ offset: Int) {
+        guard let file = files.get(handle) else { return request.error(EBADF) }
+        answerLater(request) { [replica] in
+            request.buffer(try await replica.read(file, offset: UInt64(offset), count: size))
+        }
+    }
+
+    func write(_ request: Request, _ handle: UInt64, _ data: Data, _ offset: Int) {
+        guard let file = files.get(handle) else { return request.error(EBADF) }
+        answer(request) {
+            try replica.write(file, offset: UInt64(offset), data: data)
+            request.written(data.count)
+        }
+    }
+
+    func flush(_ request: Request, _ handle: UInt64) {
+        guard let file = files.get(handle) else { return request.error(EBADF) }
+        answerLater(request) { [replica] in
+            try await replica.commit(file, durable: false)
+            request.ok()
+        }
+    }
+
+    func fsync(_ request: Request, _ handle: UInt64) {
+        guard let file = files.get(handle) else { return request.error(EBADF) }
+        answerLater(request) { [replica] in
+            try await replica.commit(file, durable: true)
+            request.ok()
+        }
+    }
+
+    func release(_ request: Request, _ handle: UInt64) {
+        guard let file = files.remove(handle) else { return request.error(EBADF) }
+        answerLater(request) { [replica] in
+            try await replica.close(file)
+            request.ok()
+        }
+    }
+
+    func opendir(_ request: Request, _ inode: fuse_ino_t, _ info: fuse_file_info) {
+        answer(request) {
+            let entries = try replica.list(try id(inode))
+            var info = info
+            info.fh = listings.insert(entries)
+            request.open(info)
+        }
+    }
+
+    func readdir(_ request: Request, _ parent: fuse_ino_t, _ handle: UInt64, _ size: Int, _ offset: Int, plus: Bool) {
+        guard let entries = listings.get(handle) else { return request.error(EBADF) }
+        var buffer = [CChar](repeating: 0, count: size)
+        var used = 0
+        buffer.withUnsafeMutableBufferPointer { buffer in
+            for index in offset..<entries.count {
+                let item = entries[index]
+                let remaining = size - used
+                let needed: Int
+                if plus {
+                    var entry = fuse_entry_param()
+                    entry.ino = item.attributes.inode
+                    entry.generation = 1
+                    entry.attr = stat(of: item.attributes)
+                    entry.attr_timeout = attributeTimeout
+                    entry.entry_timeout = entryTimeout
+                    needed = request.addDirectoryEntryPlus(buffer.baseAddress! + used, remaining, item.name, &entry, index + 1)
+                    // An entry that does not fit was not handed out: no lookup to count.
+                    if needed <= remaining { inodes.remember(item.attributes.inode, parent: parent, name: item.name) }
+                } else {
+                    var attributes = stat(of: item.attributes)
+                    needed = request.addDirectoryEntry(buffer.baseAddress! + used, remaining, item.name, &attributes, index + 1)
+                }
+                if needed > remaining { break }
+                used += needed
+            }
+        }
+        buffer.withUnsafeBytes { request.buffer(UnsafeRawBufferPointer(rebasing: $0[0..<used])) }
+    }
+
+    func releasedir(_ request: Request, _ handle: UInt64) {
+        listings.remove(handle)
+        request.ok()
+    }
+
+    func statfs(_ request: Request) {
+        var info = statvfs()
+        // Space is that of the cache's disk: where new content lands first.
+        if statvfs(replica.configuration.cacheDirectory, &info) != 0 { info = statvfs() }
+        info.f_namemax = 255
+        request.statfs(info)
+    }
+}
+
+extension FuseFileSystem {
+    /// `renameat2` flags (linux/fs.h), which Glibc's module does not export.
+    static let renameNoReplace: UInt32 = 1 << 0
+    static let renameExchange: UInt32 = 1 << 1
+}

@@ -1,0 +1,88 @@
+import CFuse3
+import ContainerFormat
+import Foundation
+import Replica
+
+/// The filesystem the kernel talks to: translates each FUSE operation into one replica
+/// call and answers it. No sync logic lives here.
+public final class FuseFileSystem: Sendable {
+    let replica: Replica
+    let options: FuseMountOptions
+    let inodes = InodeTable()
+    let files = HandleTable<OpenFile>()
+    let listings = HandleTable<[ItemAttributesWithName]>()
+    /// Attributes and names change remotely; invalidations keep the kernel honest, and
+    /// these bound how stale it can be if one is missed.
+    let attributeTimeout = 1.0
+    let entryTimeout = 1.0
+
+    public init(replica: Replica, options: FuseMountOptions) {
+        self.replica = replica
+        self.options = options
+    }
+
+    func id(_ inode: fuse_ino_t) throws(ReplicaError) -> ItemID {
+        if inode == UInt64(FUSE_ROOT_ID) { return .root }
+        guard let id = replica.item(forInode: inode) else { throw .notFound }
+        return id
+    }
+
+    func stat(of attributes: ItemAttributes) -> stat {
+        var result = Glibc.stat()
+        result.st_ino = UInt(attributes.inode)
+        let type: UInt32
+        switch attributes.kind {
+        case .file: type = S_IFREG
+        case .folder: type = S_IFDIR
+        case .symlink: type = S_IFLNK
+        }
+        result.st_mode = type | (attributes.mode & ~options.umask & 0o7777)
+        result.st_nlink = UInt(attributes.linkCount)
+        result.st_uid = options.uid
+        result.st_gid = options.gid
+        result.st_size = Int(attributes.size)
+        result.st_blksize = 1 << 20  // tools size their buffers by this: 1 MiB requests
+        result.st_blocks = Int((attributes.size + 511) / 512)
+        let time = timespec(tv_sec: Int(attributes.mtime.seconds), tv_nsec: Int(attributes.mtime.nanoseconds))
+        result.st_mtim = time
+        result.st_ctim = time
+        result.st_atim = time
+        return result
+    }
+
+    /// An entry for the kernel, counted as one lookup.
+    func entry(_ attributes: ItemAttributes, parent: fuse_ino_t, name: String) -> fuse_entry_param {
+        inodes.remember(attributes.inode, parent: parent, name: name)
+        var entry = fuse_entry_param()
+        entry.ino = attributes.inode
+        entry.generation = 1
+        entry.attr = stat(of: attributes)
+        entry.attr_timeout = attributeTimeout
+        entry.entry_timeout = entryTimeout
+        return entry
+    }
+
+    /// Runs `body` and answers with its error if it throws.
+    func answer(_ request: Request, _ body: () throws -> Void) {
+        do {
+            try body()
+        } catch {
+            request.error(error)
+        }
+    }
+
+    /// Runs `body` on a task: for replies that wait (downloads, queuing a file).
+    func answerLater(_ request: Request, _ body: @escaping @Sendable () async throws -> Void) {
+        Task {
+            do {
+                try await body()
+            } catch {
+                request.error(error)
+            }
+        }
+    }
+
+    func requireWritable() throws(ReplicaError) {
+        if options.readOnly { throw .notSupported("read-only mount") }
+    }
+}

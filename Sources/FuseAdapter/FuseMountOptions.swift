@@ -1,0 +1,28 @@
+/// What the FUSE layer needs to know of the mount options.
+public struct FuseMountOptions: Sendable {
+    public var readOnly = false
+    public var allowOther = false
+    public var defaultPermissions = false
+    /// Owner shown for every item (the store keeps no owners).
+    public var uid: UInt32
+    public var gid: UInt32
+    public var umask: UInt32 = 0
+    public var debug = false
+    /// `fsname` shown in `mount` and `df` (the container).
+    public var source: String
+
+    public init(source: String, uid: UInt32, gid: UInt32) {
+        self.source = source
+        self.uid = uid
+        self.gid = gid
+    }
+
+    /// The `-o` options libfuse takes at mount time.
+    var kernelOptions: String {
+        var options = ["fsname=\(source.replacingOccurrences(of: ",", with: "_"))", "subtype=icloudfs"]
+        if readOnly { options.append("ro") }
+        if allowOther { options.append("allow_other") }
+        if defaultPermissions { options.append("default_permissions") }
+        return options.joined(separator: ",")
+    }
+}

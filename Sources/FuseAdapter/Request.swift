@@ -1,0 +1,125 @@
+import CFuse3
+import Foundation
+import Logging
+import Replica
+import Synchronization
+
+/// One kernel request, answered exactly once through this type (the only place that calls
+/// `fuse_reply_*`). A request that is dropped without an answer gets `EIO` and a log line,
+/// so no kernel caller ever hangs.
+final class Request: @unchecked Sendable {
+    // SAFETY: `fuse_req_t` may be answered from any thread, once; `answered` guards that.
+    private let raw: fuse_req_t
+    private let answered = Atomic<Bool>(false)
+    let operation: StaticString
+
+    init(_ raw: fuse_req_t, _ operation: StaticString) {
+        self.raw = raw
+        self.operation = operation
+    }
+
+    deinit {
+        if !answered.load(ordering: .acquiring) {
+            FuseLog.logger.error("\(operation) was not answered; replying EIO")
+            fuse_reply_err(raw, EIO)
+        }
+    }
+
+    private func claim() -> Bool {
+        let (exchanged, _) = answered.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing)
+        if !exchanged { FuseLog.logger.error("\(operation) answered twice; the second answer is dropped") }
+        return exchanged
+    }
+
+    var context: fuse_ctx { fuse_req_ctx(raw).pointee }
+
+    func error(_ code: Int32) {
+        guard claim() else { return }
+        fuse_reply_err(raw, code)
+    }
+
+    func error(_ error: any Error) {
+        self.error(FuseErrno.code(for: error, in: operation))
+    }
+
+    func ok() { error(0) }
+
+    func entry(_ entry: fuse_entry_param) {
+        guard claim() else { return }
+        var entry = entry
+        fuse_reply_entry(raw, &entry)
+    }
+
+    func create(_ entry: fuse_entry_param, _ info: fuse_file_info) {
+        guard claim() else { return }
+        var entry = entry
+        var info = info
+        fuse_reply_create(raw, &entry, &info)
+    }
+
+    func attributes(_ attributes: stat, timeout: Double) {
+        guard claim() else { return }
+        var attributes = attributes
+        fuse_reply_attr(raw, &attributes, timeout)
+    }
+
+    func readlink(_ target: String) {
+        guard claim() else { return }
+        fuse_reply_readlink(raw, target)
+    }
+
+    func open(_ info: fuse_file_info) {
+        guard claim() else { return }
+        var info = info
+        fuse_reply_open(raw, &info)
+    }
+
+    func written(_ count: Int) {
+        guard claim() else { return }
+        fuse_reply_write(raw, count)
+    }
+
+    func buffer(_ data: Data) {
+        guard claim() else { return }
+        data.withUnsafeBytes { bytes in
+            _ = fuse_reply_buf(raw, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count)
+        }
+    }
+
+    func buffer(_ bytes: UnsafeRawBufferPointer) {
+        guard claim() else { return }
+        _ = fuse_reply_buf(raw, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count)
+    }
+
+    func xattrSize(_ size: Int) {
+        guard claim() else { return }
+        fuse_reply_xattr(raw, size)
+    }
+
+    func statfs(_ info: statvfs) {
+        guard claim() else { return }
+        var info = info
+        fuse_reply_statfs(raw, &info)
+    }
+
+    /// Fills a directory listing buffer (`fuse_add_direntry_plus` needs the request).
+    func addDirectoryEntryPlus(
+        _ buffer: UnsafeMutablePointer<CChar>, _ remaining: Int, _ name: String,
+        _ entry: inout fuse_entry_param, _ nextOffset: Int
+    ) -> Int {
+        fuse_add_direntry_plus(raw, buffer, remaining, name, &entry, off_t(nextOffset))
+    }
+
+    func addDirectoryEntry(
+        _ buffer: UnsafeMutablePointer<CChar>, _ remaining: Int, _ name: String, _ attributes: inout stat,
+        _ nextOffset: Int
+    ) -> Int {
+        fuse_add_direntry(raw, buffer, remaining, name, &attributes, off_t(nextOffset))
+    }
+}
+
+/// The adapter's logger (the C callbacks have no other way to reach one).
+enum FuseLog {
+    static let shared = Mutex(Logger(label: "icloudfs.fuse"))
+    static var logger: Logger { shared.withLock { $0 } }
+}

@@ -1,0 +1,61 @@
+import ArgumentParser
+import BlobStore
+import ContainerFormat
+import Foundation
+import FuseAdapter
+import Logging
+import Replica
+
+/// `icloudfs mount CONTAINER MOUNTPOINT [-o OPTIONS] [--foreground]`
+struct MountCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mount",
+        abstract: "Mount a container at a folder (returns once the mount is usable).",
+        discussion: """
+            Options (-o a,b=c; several -o allowed):
+              store=URL          the store: /path or file:///path (default $XDG_DATA_HOME/icloudfs/store)
+              cache=DIR          this device's cache (default $XDG_CACHE_HOME/icloudfs/CONTAINER)
+              device=NAME        name shown in conflict copies (default: host name)
+              poll=DURATION      how often to look for remote changes (default 2s)
+              ro, allow_other, default_permissions, uid=N, gid=N, umask=OCTAL
+              foreground, debug  stay in the foreground; log each operation
+            Example: icloudfs mount iCloud.com.example.notes ~/notes -o store=/srv/icloud
+            """
+    )
+
+    @Argument(help: "The container identifier, e.g. iCloud.com.example.notes.")
+    var container: String
+
+    @Argument(help: "An existing empty folder to mount on.")
+    var mountPoint: String
+
+    @Option(name: .customShort("o"), help: "Mount options, comma-separated (see below).")
+    var options: [String] = []
+
+    @Flag(help: "Stay in the foreground (logs go to standard error).")
+    var foreground = false
+
+    @Flag(help: .hidden)
+    var reportReady = false
+
+    func validate() throws {
+        guard ContainerStore.isValidName(container) else {
+            throw ValidationError(FormatError.invalidContainerName(container).message)
+        }
+        var parsed = MountOptions()
+        for list in options {
+            do { try parsed.parse(list) } catch { throw ValidationError(error.description) }
+        }
+    }
+
+    func run() async throws {
+        var parsed = MountOptions()
+        for list in options { try parsed.parse(list) }
+        let mountPoint = URL(fileURLWithPath: self.mountPoint).standardizedFileURL.path
+        if foreground || parsed.foreground {
+            try await Mounter(container: container, mountPoint: mountPoint, options: parsed, reportReady: reportReady).run()
+        } else {
+            try Daemon.start(arguments: ["mount", container, mountPoint, "--foreground", "--report-ready"] + options.flatMap { ["-o", $0] })
+        }
+    }
+}

@@ -1,0 +1,28 @@
+import Foundation
+
+/// `mount.icloudfs SOURCE DIR [-sfnv] [-o OPTIONS]`: what mount(8) and fstab run.
+public enum MountHelper {
+    public static func run() async -> Never {
+        var positional: [String] = []
+        var options: [String] = []
+        var arguments = CommandLine.arguments.dropFirst()[...]
+        while let argument = arguments.popFirst() {
+            switch argument {
+            case "-o":
+                guard let value = arguments.popFirst() else { return await ICloudFS.run(["mount", "--help"]) }
+                options.append(value)
+            case "-s", "-f", "-n", "-v":
+                continue  // sloppy, fake, no mtab, verbose: nothing to do for a FUSE mount
+            case "-h", "--help":
+                return await ICloudFS.run(["mount", "--help"])
+            default:
+                if argument.hasPrefix("-o") {
+                    options.append(String(argument.dropFirst(2)))
+                } else {
+                    positional.append(argument)
+                }
+            }
+        }
+        return await ICloudFS.run(["mount"] + positional + options.flatMap { ["-o", $0] })
+    }
+}

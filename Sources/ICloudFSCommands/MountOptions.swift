@@ -1,0 +1,92 @@
+import Foundation
+
+/// Every `-o` option of INTERFACE.md, parsed once; `mount.icloudfs`, `icloudfs mount` and
+/// fstab all arrive here.
+public struct MountOptions: Sendable, Equatable {
+    public var store: String?
+    public var cache: String?
+    public var device: String?
+    public var poll: Duration = .seconds(2)
+    public var readOnly = false
+    public var allowOther = false
+    public var defaultPermissions = false
+    public var uid: UInt32?
+    public var gid: UInt32?
+    public var umask: UInt32?
+    public var foreground = false
+    public var debug = false
+
+    public init() {}
+
+    /// Options mount(8) passes through that mean nothing to a FUSE filesystem.
+    static let ignored: Set<String> = [
+        "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "nofail", "_netdev", "exec", "noexec",
+        "suid", "nosuid", "dev", "nodev", "atime", "noatime", "relatime", "strictatime", "nodiratime", "async",
+    ]
+
+    /// Parses comma-separated `-o` lists; throws with the option named on anything unknown.
+    public mutating func parse(_ list: String) throws(MountOptionError) {
+        for option in list.split(separator: ",").map(String.init) where !option.isEmpty {
+            let parts = option.split(separator: "=", maxSplits: 1).map(String.init)
+            let name = parts[0]
+            let value = parts.count > 1 ? parts[1] : nil
+            func required() throws(MountOptionError) -> String {
+                guard let value, !value.isEmpty else { throw .missingValue(name) }
+                return value
+            }
+            switch name {
+            case "store": store = try required()
+            case "cache": cache = try required()
+            case "device": device = try required()
+            case "poll":
+                guard let duration = MountOptions.duration(try required()) else { throw .badValue(option, "a duration like 2s or 500ms") }
+                poll = duration
+            case "ro": readOnly = true
+            case "allow_other": allowOther = true
+            case "default_permissions": defaultPermissions = true
+            case "uid": uid = try MountOptions.number(option, try required(), radix: 10)
+            case "gid": gid = try MountOptions.number(option, try required(), radix: 10)
+            case "umask": umask = try MountOptions.number(option, try required(), radix: 8)
+            case "foreground": foreground = true
+            case "debug": debug = true
+            case "greedy", "cache_size":
+                throw .notYet(name)
+            default:
+                if MountOptions.ignored.contains(name) || name.hasPrefix("x-") || name.hasPrefix("comment=") { continue }
+                throw .unknown(name)
+            }
+        }
+    }
+
+    static func number(_ option: String, _ text: String, radix: Int) throws(MountOptionError) -> UInt32 {
+        guard let value = UInt32(text, radix: radix) else { throw .badValue(option, "a number") }
+        return value
+    }
+
+    /// `2s`, `500ms`, `1m`, or plain seconds.
+    public static func duration(_ text: String) -> Duration? {
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
+        for (suffix, scale) in units where text.hasSuffix(suffix) {
+            guard let value = Double(text.dropLast(suffix.count)), value >= 0 else { return nil }
+            return .milliseconds(Int64(value * scale * 1000))
+        }
+        return Double(text).flatMap { $0 >= 0 ? Duration.milliseconds(Int64($0 * 1000)) : nil }
+    }
+}
+
+public enum MountOptionError: Error, CustomStringConvertible {
+    case unknown(String)
+    case missingValue(String)
+    case badValue(String, String)
+    case notYet(String)
+
+    public var description: String {
+        switch self {
+        case .unknown(let name):
+            "unknown mount option '\(name)' (see icloudfs mount --help for the options)"
+        case .missingValue(let name): "mount option '\(name)' needs a value, like \(name)=..."
+        case .badValue(let option, let expected): "mount option '\(option)': expected \(expected)"
+        case .notYet(let name): "mount option '\(name)' is not supported by this version yet"
+        }
+    }
+}

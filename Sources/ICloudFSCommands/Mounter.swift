@@ -1,0 +1,83 @@
+import BlobStore
+import ContainerFormat
+import Foundation
+import FuseAdapter
+import Logging
+import Replica
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs one mount in this process: opens the store and the device, mounts, serves until
+/// unmounted, then stops the background work (queued uploads stay in the cache).
+struct Mounter {
+    let container: String
+    let mountPoint: String
+    let options: MountOptions
+    let reportReady: Bool
+
+    func run() async throws {
+        let cache = options.cache ?? StoreLocation.defaultCache(for: container)
+        guard reportReady else { return try await mount(cache: cache) }
+        try? FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+        Daemon.logTo("\(cache)/icloudfs.log")
+        do {
+            try await mount(cache: cache)
+        } catch {
+            Daemon.reportFailure("\(error)")
+            throw error
+        }
+    }
+
+    private func mount(cache: String) async throws {
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: mountPoint, isDirectory: &isFolder), isFolder.boolValue else {
+            throw ExitMessage("mount point \(mountPoint) is not an existing folder: create it first (mkdir -p \(mountPoint))")
+        }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = options.debug ? .trace : .info
+            return handler
+        }
+        let logger = Logger(label: "icloudfs")
+        var configuration = ReplicaConfiguration(
+            container: container, cacheDirectory: cache, deviceName: options.device ?? ProcessInfo.processInfo.hostName)
+        configuration.pollInterval = options.poll
+        let replica: Replica
+        do {
+            let store = try StoreLocation.open(options.store)
+            replica = try await Replica.open(configuration, store: store, logger: logger)
+        } catch let error as StoreError {
+            throw ExitMessage("cannot open container \(container): \(error.message)")
+        } catch let error as ReplicaError {
+            throw ExitMessage("cannot open container \(container): \(error.message)")
+        }
+        var fuseOptions = FuseMountOptions(source: container, uid: options.uid ?? getuid(), gid: options.gid ?? getgid())
+        fuseOptions.readOnly = options.readOnly
+        fuseOptions.allowOther = options.allowOther
+        fuseOptions.defaultPermissions = options.defaultPermissions
+        fuseOptions.umask = options.umask ?? 0
+        fuseOptions.debug = options.debug
+        let session: FuseSession
+        do {
+            session = try FuseSession(fileSystem: FuseFileSystem(replica: replica, options: fuseOptions), mountPoint: mountPoint)
+        } catch {
+            throw ExitMessage("\(error)")
+        }
+        replica.start()
+        logger.info("mounted \(container) at \(mountPoint) (cache \(cache))")
+        if reportReady { Daemon.reportReady() }
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let thread = Thread {
+                session.run()
+                done.resume()
+            }
+            thread.stackSize = 8 << 20
+            thread.start()
+        }
+        await replica.stop()
+        let pending = replica.pendingChangeCount
+        logger.info("unmounted \(mountPoint)\(pending > 0 ? "; \(pending) change(s) stay queued for the next mount" : "")")
+    }
+}

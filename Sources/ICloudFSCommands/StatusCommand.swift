@@ -1,0 +1,98 @@
+import ArgumentParser
+import Foundation
+
+/// `icloudfs status PATH...`: a table of sync states; for a folder, a summary and the items
+/// not fully synced (like `brctl status`).
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show the sync state of files, or a summary of a folder and what is not yet synced.")
+
+    @Argument(help: "Files or folders on an icloudfs mount.")
+    var paths: [String]
+
+    func run() async throws {
+        var failed = false
+        for path in paths {
+            guard let state = ItemSyncState(path: path) else {
+                FileHandle.standardError.write(Data("icloudfs: \(path): not on an icloudfs mount\n".utf8))
+                failed = true
+                continue
+            }
+            print(StatusTable.header)
+            print(StatusTable.row(state))
+            var isFolder: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
+                let pending = StatusWalker(root: path).unsynced(limit: 1000)
+                if pending.isEmpty {
+                    print("everything below \(path) is downloaded and uploaded")
+                } else {
+                    print("not fully synced below \(path):")
+                    for item in pending { print(StatusTable.row(item)) }
+                }
+            }
+        }
+        if failed { throw ExitCode.failure }
+    }
+}
+
+/// The `user.icloud.*` attributes of one path.
+struct ItemSyncState {
+    let path: String
+    let values: [String: String]
+
+    init?(path: String) {
+        var values: [String: String] = [:]
+        for name in [
+            "isDownloaded", "downloadingStatus", "isDownloading", "percentDownloaded", "isUploaded", "isUploading",
+            "percentUploaded", "hasUnresolvedConflicts", "downloadingError", "uploadingError", "isPinned",
+        ] {
+            values[name] = ExtendedAttributes.get("user.icloud.\(name)", of: path)
+        }
+        guard values["isUploaded"] != nil else { return nil }
+        self.path = path
+        self.values = values
+    }
+
+    var isUploaded: Bool { values["isUploaded"] == "1" }
+    var isSynced: Bool { isUploaded && values["isDownloaded"] == "1" && values["hasUnresolvedConflicts"] != "1" }
+}
+
+enum StatusTable {
+    static let header = pad("DOWNLOAD", 14) + pad("%", 6) + pad("UPLOAD", 10) + pad("%", 6) + pad("CONFLICT", 9) + "PATH"
+
+    static func row(_ state: ItemSyncState) -> String {
+        let download = state.values["isDownloading"] == "1" ? "downloading" : state.values["downloadingStatus"] ?? "?"
+        let upload = state.isUploaded ? "uploaded" : "pending"
+        var line = pad(download, 14) + pad(state.values["percentDownloaded"] ?? "?", 6) + pad(upload, 10)
+            + pad(state.values["percentUploaded"] ?? "?", 6) + pad(state.values["hasUnresolvedConflicts"] == "1" ? "yes" : "-", 9)
+            + state.path
+        for key in ["downloadingError", "uploadingError"] {
+            if let error = state.values[key] { line += "\n    \(key): \(error)" }
+        }
+        return line
+    }
+
+    static func pad(_ text: String, _ width: Int) -> String {
+        text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+    }
+}
+
+/// Walks a folder on the mount for items not fully synced.
+struct StatusWalker {
+    let root: String
+
+    func unsynced(limit: Int) -> [ItemSyncState] {
+        var found: [ItemSyncState] = []
+        let enumerator = FileManager.default.enumerator(atPath: root)
+        while let relative = enumerator?.nextObject() as? String, found.count < limit {
+            let path = "\(root)/\(relative)"
+            if let state = ItemSyncState(path: path), !state.isSynced {
+                var isFolder: ObjCBool = false
+                let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isFolder)
+                if exists && !isFolder.boolValue { found.append(state) }
+            }
+        }
+        return found
+    }
+}

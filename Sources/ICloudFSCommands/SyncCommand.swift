@@ -1,0 +1,38 @@
+import ArgumentParser
+import Foundation
+
+/// `icloudfs sync [--wait] [--timeout D] MOUNTPOINT`
+struct SyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Push queued changes now; with --wait, until everything is uploaded.")
+
+    @Flag(help: "Wait until every change is in the store.")
+    var wait = false
+
+    @Option(help: "With --wait, give up after this long (e.g. 30s, 5m).")
+    var timeout: String = "10m"
+
+    @Argument(help: "The mount point.")
+    var mountPoint: String
+
+    func validate() throws {
+        guard MountOptions.duration(timeout) != nil else { throw ValidationError("--timeout: expected a duration like 30s") }
+    }
+
+    func run() async throws {
+        guard ExtendedAttributes.isOnMount(mountPoint) else {
+            throw ExitMessage("\(mountPoint) is not an icloudfs mount")
+        }
+        try ExtendedAttributes.set("user.icloud.sync", "1", of: mountPoint)
+        guard wait else { return }
+        let deadline = ContinuousClock.now + MountOptions.duration(timeout)!
+        while ContinuousClock.now < deadline {
+            if ExtendedAttributes.get("user.icloud.isUploaded", of: mountPoint) == "1" { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let left = StatusWalker(root: mountPoint).unsynced(limit: 20).filter { !$0.isUploaded }.map(\.path)
+        let error = ExtendedAttributes.get("user.icloud.uploadingError", of: mountPoint).map { " (\($0))" } ?? ""
+        throw ExitMessage("not everything was uploaded within \(timeout)\(error); still waiting: \(left.joined(separator: ", "))")
+    }
+}

@@ -1,0 +1,8 @@
+import ICloudFSCommands
+
+@main
+enum MountMain {
+    static func main() async {
+        await MountHelper.run()
+    }
+}
