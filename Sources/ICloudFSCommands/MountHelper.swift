@@ -3,6 +3,10 @@ import Foundation
 /// `mount.icloudfs SOURCE DIR [-sfnv] [-o OPTIONS]`: what mount(8) and fstab run.
 public enum MountHelper {
     public static func run() async -> Never {
+        // The background mount runs this binary again with `icloudfs mount` arguments.
+        if CommandLine.arguments.dropFirst().first == "mount" {
+            return await ICloudFS.run(Array(CommandLine.arguments.dropFirst()))
+        }
         var positional: [String] = []
         var options: [String] = []
         var arguments = CommandLine.arguments.dropFirst()[...]

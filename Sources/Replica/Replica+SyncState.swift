@@ -71,7 +71,11 @@ extension Replica {
             guard totalBytes > 0 else { return whenEmpty ? 100 : 0 }
             return zip(all, sizes).reduce(0.0) { $0 + percent($1.0) * Double($1.1) } / Double(totalBytes)
         }
-        let isUploaded = all.allSatisfy(\.isUploaded)
+        // Queued deletes (and moves away) concern items no longer listed here.
+        let queuedForGoneItems = pending.contains { id in
+            state.view.liveItem(id) == nil && (folder.id == .root || state.view.isAncestor(folder.id, of: id))
+        }
+        let isUploaded = all.allSatisfy(\.isUploaded) && !queuedForGoneItems
         let isDownloaded = all.allSatisfy(\.isDownloaded)
         return SyncState(
             itemIdentifier: folder.id.rawValue,

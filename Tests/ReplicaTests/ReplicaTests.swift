@@ -135,6 +135,21 @@ struct ReplicaTests {
         #expect(try b.readLink(b.id("l")) == "d/x")
     }
 
+    @Test("a queued delete keeps the folder and the container not uploaded")
+    func queuedDeleteCounts() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        let folder = try a.makeFolder("d", in: .root, mode: 0o755).id
+        try await a.writeFile("d/x", Data("x".utf8))
+        try await a.push()
+        try a.remove("x", in: folder)
+        #expect(try !a.syncState(of: .root).isUploaded)
+        #expect(try !a.syncState(of: folder).isUploaded)
+        try await a.push()
+        #expect(try a.syncState(of: .root).isUploaded)
+    }
+
     @Test("queued changes survive closing and reopening the device, and upload later")
     func queueSurvivesRestart() async throws {
         let devices = Devices()

@@ -1,0 +1,80 @@
+# Two devices of one store, one after the other: placeholders, then downloads on read.
+test_placeholders_download_on_read() {
+    mount_device a
+    mkdir "$T/a/Documents"
+    head -c 3000000 /dev/urandom > "$T/source.bin"
+    cp "$T/source.bin" "$T/a/Documents/data.bin"
+    echo small > "$T/a/Documents/small.txt"
+    sync_wait a
+    assert_eq "$(xattr isUploaded "$T/a/Documents/data.bin")" 1 "uploaded on a"
+    mount_device b
+    local f="$T/b/Documents/data.bin"
+    assert_eq "$(stat -c %s "$f")" 3000000 "size before download"
+    assert_eq "$(xattr isDownloaded "$f")" 0
+    assert_eq "$(xattr downloadingStatus "$f")" notDownloaded
+    assert_eq "$(xattr percentDownloaded "$f")" 0
+    assert_eq "$(xattr isUploaded "$f")" 1
+    assert_eq "$(sha256sum < "$f")" "$(sha256sum < "$T/source.bin")" "content"
+    assert_eq "$(xattr isDownloaded "$f")" 1
+    assert_eq "$(xattr downloadingStatus "$f")" current
+    assert_eq "$(xattr percentDownloaded "$f")" 100
+    # Every attribute of the table is listed, and unknown ones are ENODATA.
+    assert_eq "$(getfattr -d "$f" 2>/dev/null | grep -c '^user.icloud.')" 11 "listed attributes"
+    getfattr -n user.icloud.noSuchThing "$f" 2>&1 | grep -q "No such attribute"
+    assert_eq "$(xattr itemIdentifier "$f")" "$(xattr itemIdentifier "$T/a/Documents/data.bin")"
+    assert_eq "$(xattr percentUploaded "$T/b")" 100 "container progress"
+}
+
+# A change on one mounted device reaches another mounted device.
+test_remote_changes_reach_mounted_device() {
+    mount_device a
+    mount_device b
+    echo first > "$T/a/shared.txt"
+    sync_wait a
+    eventually test -f "$T/b/shared.txt"
+    assert_eq "$(cat "$T/b/shared.txt")" first
+    echo second > "$T/a/shared.txt"
+    sync_wait a
+    eventually grep -q second "$T/b/shared.txt"
+    mv "$T/a/shared.txt" "$T/a/renamed.txt"
+    sync_wait a
+    eventually test -f "$T/b/renamed.txt"
+    test ! -e "$T/b/shared.txt"
+}
+
+# Unmounting with uploads pending keeps them; the next mount of that cache uploads them.
+test_unmount_with_pending_uploads() {
+    mount_device a
+    mv "$T/store" "$T/store.away"
+    echo "written while the store was away" > "$T/a/pending.txt"
+    assert_eq "$(xattr isUploaded "$T/a/pending.txt")" 0
+    umount "$T/a"
+    mv "$T/store.away" "$T/store"
+    mount_device a
+    sync_wait a
+    mount_device b
+    assert_eq "$(cat "$T/b/pending.txt")" "written while the store was away"
+}
+
+# kill -9 of the daemon after fsync and before upload: the data is there after remount.
+test_kill_after_fsync() {
+    mount_device a
+    echo base > "$T/a/base.txt"
+    sync_wait a
+    mv "$T/store" "$T/store.away"
+    python3 - "$T/a/fsynced.bin" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644)
+os.write(fd, b"durable " * 100000)
+os.fsync(fd)
+os.close(fd)
+PY
+    kill -9 "$(daemon_of a)"
+    fusermount3 -uz "$T/a" || umount -l "$T/a"
+    mv "$T/store.away" "$T/store"
+    mount_device a
+    python3 -c "import sys; assert open(sys.argv[1],'rb').read() == b'durable ' * 100000" "$T/a/fsynced.bin"
+    sync_wait a
+    mount_device b
+    python3 -c "import sys; assert open(sys.argv[1],'rb').read() == b'durable ' * 100000" "$T/b/fsynced.bin"
+}

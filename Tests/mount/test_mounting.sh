@@ -1,0 +1,27 @@
+# Mounting: clear failures leave nothing mounted; mount(8) works through mount.icloudfs.
+test_bad_options_fail_clearly() {
+    mkdir "$T/m"
+    ! "$BIN/icloudfs" mount "$CONTAINER" "$T/m" -o "store=$T/store,bogus" 2>"$T/err"
+    grep -q "unknown mount option 'bogus'" "$T/err"
+    ! "$BIN/icloudfs" mount "$CONTAINER" "$T/missing" -o "store=$T/store" 2>"$T/err"
+    grep -q "is not an existing folder" "$T/err"
+    ! "$BIN/icloudfs" mount "bad/name" "$T/m" 2>"$T/err"
+    grep -q "invalid container name" "$T/err"
+    ! "$BIN/icloudfs" mount "$CONTAINER" "$T/m" -o "store=$T/nowhere" 2>"$T/err"
+    grep -q "does not exist" "$T/err"
+    ! grep -q "$T/m" /proc/mounts
+}
+
+test_mount_t_icloudfs() {
+    [ "$(id -u)" = 0 ] || { echo "skipped: needs root to install /sbin/mount.icloudfs"; return 0; }
+    local helper=/sbin/mount.icloudfs
+    local installed=0
+    [ -e "$helper" ] || { ln -s "$BIN/mount.icloudfs" "$helper"; installed=1; }
+    mkdir "$T/m"
+    mount -t icloudfs "$CONTAINER" "$T/m" -o "store=$T/store,cache=$T/cache-m"
+    echo via-mount > "$T/m/file"
+    assert_eq "$(cat "$T/m/file")" via-mount
+    grep -q "$T/m fuse.icloudfs" /proc/mounts
+    umount "$T/m"
+    [ $installed = 0 ] || rm -f "$helper"
+}

@@ -1,0 +1,75 @@
+# POSIX behaviour ordinary programs rely on (docs/SEMANTICS.md).
+test_posix_operations() {
+    mount_device a
+    cd "$T/a"
+    echo one > f
+    echo two >> f
+    assert_eq "$(cat f)" "$(printf 'one\ntwo')" "append"
+    truncate -s 2 f
+    assert_eq "$(cat f)" "on" "truncate"
+    truncate -s 4 f
+    assert_eq "$(od -An -c f | tr -s ' ')" " o n \\0 \\0" "extend with zeros"
+    mv f g
+    test ! -e f
+    echo other > h
+    mv g h
+    assert_eq "$(od -An -c h | tr -s ' ')" " o n \\0 \\0" "rename over a file"
+    mkdir -p d/e
+    echo inner > d/e/x
+    mv d d2
+    assert_eq "$(cat d2/e/x)" inner "rename a folder"
+    ! rmdir d2 2>"$T/err"
+    grep -q "not empty" "$T/err"
+    ln -s h link
+    assert_eq "$(readlink link)" h
+    chmod 600 h
+    assert_eq "$(stat -c %a h)" 600
+    touch -d "2020-01-02 03:04:05 UTC" h
+    assert_eq "$(stat -c %Y h)" 1577934245
+    df "$T/a" >/dev/null
+    setfattr -n user.color -v red h
+    assert_eq "$(getfattr --only-values -n user.color h)" red
+    setfattr -x user.color h
+    ! getfattr -n user.color h 2>/dev/null
+    python3 -c "import mmap,sys; f=open('d2/e/x','rb'); m=mmap.mmap(f.fileno(),0,access=mmap.ACCESS_READ); assert m[:5]==b'inner'"
+    ! ln h hardlink 2>"$T/err"
+    grep -q "not permitted" "$T/err"
+    dd if=/dev/urandom of="$T/random" bs=1M count=8 status=none
+    dd if="$T/random" of=big bs=1M conv=fsync status=none
+    cmp big "$T/random"
+    rm -r d2 big
+    assert_eq "$(ls)" "$(printf 'h\nlink')"
+    sync_wait a
+    mount_device b
+    assert_eq "$(ls "$T/b")" "$(printf 'h\nlink')" "second device"
+    assert_eq "$(stat -c '%a %Y %s' "$T/b/h")" "600 1577934245 4"
+}
+
+# Editors and tools that rewrite files their own ways.
+test_editors_and_tools() {
+    mount_device a
+    cd "$T/a"
+    printf 'hello world\n' > notes.txt
+    sed -i 's/world/there/' notes.txt
+    assert_eq "$(cat notes.txt)" "hello there" "sed -i"
+    vim -es -c '%s/hello/bye/' -c 'wq' notes.txt
+    assert_eq "$(cat notes.txt)" "bye there" "vim"
+    local source=/usr/include/linux
+    cp -a "$source/netfilter" copied
+    diff -r "$source/netfilter" copied
+    rsync -a "$source/netfilter/" synced/
+    diff -r "$source/netfilter" synced
+    tar -C "$source" -cf "$T/tree.tar" netfilter netfilter_ipv4
+    mkdir untarred
+    tar -C untarred -xf "$T/tree.tar"
+    diff -r "$source/netfilter_ipv4" untarred/netfilter_ipv4
+    git init -q repo
+    (cd repo && echo "# readme" > README.md && git add README.md && git -c user.email=t@e -c user.name=t commit -qm first)
+    git clone -q repo clone
+    assert_eq "$(cat clone/README.md)" "# readme" "git clone"
+    (cd clone && echo more >> README.md && git -c user.email=t@e -c user.name=t commit -qam second && git log --oneline | wc -l) > "$T/count"
+    assert_eq "$(cat "$T/count")" 2 "git commit"
+    sync_wait a
+    mount_device b
+    diff -r "$T/a" "$T/b"
+}
