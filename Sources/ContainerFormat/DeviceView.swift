@@ -101,6 +101,7 @@ public struct DeviceView: Sendable {
     public mutating func applyRemote(_ entries: [(seq: UInt64, commit: Commit?)], ourBatch: Batch?) -> RemoteOutcome {
         var result = RemoteOutcome()
         let speculativeBefore = speculativelyChanged
+        let before = view  // copy-on-write: costs nothing until the view is rebuilt
         for (seq, commit) in entries {
             guard let commit else {
                 synced.skip(seq: seq)
@@ -119,9 +120,11 @@ public struct DeviceView: Sendable {
         let needed = Set(pending.flatMap { $0.dependencies.values })
         landed = landed.filter { needed.contains($0.key) }
         replayPending()
-        // An item's view changes only if the journal or a speculative change touched it.
+        // An item's view changes only if the journal or a speculative change touched it; of
+        // those, keep the ones that look different (the device's own changes landing do not).
         result.changed.formUnion(speculativeBefore)
         result.changed.formUnion(speculativelyChanged)
+        result.changed = result.changed.filter { before.items[$0] != view.items[$0] }
         return result
     }
 

@@ -94,7 +94,7 @@ public struct Tree: Sendable {
     }
 
     /// Bounds walks up the parent chain, so hostile content cannot loop forever.
-    static let maximumDepth = 4096
+    public static let maximumDepth = 4096
 
     // MARK: - Index upkeep: the one place `items` changes.
 

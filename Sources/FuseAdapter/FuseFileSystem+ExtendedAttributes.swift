@@ -7,6 +7,9 @@ import Replica
 /// (computed, INTERFACE.md) and the user's own `user.*` attributes (stored and synced).
 extension FuseFileSystem {
     static let icloudPrefix = "user.icloud."
+    /// On the mount root only, not listed: "DOWNLOADED_BYTES UNEVICTABLE_BYTES BOUND", for
+    /// `icloudfs status`.
+    static let cacheUsage = "user.icloud.cacheUsage"
 
     /// Attributes that are actions (INTERFACE.md): writing them does something.
     enum Action: String {
@@ -21,7 +24,10 @@ extension FuseFileSystem {
         answer(request) {
             let item = try id(inode)
             let value: Data?
-            if name.hasPrefix(Self.icloudPrefix) {
+            if name == Self.cacheUsage, item == .root {
+                let usage = replica.cacheUsage()
+                value = Data("\(usage.total) \(usage.unevictable) \(replica.configuration.cacheSize)".utf8)
+            } else if name.hasPrefix(Self.icloudPrefix) {
                 value = try replica.syncState(of: item).attributes.first { $0.name == name }.map { Data($0.value.utf8) }
             } else if name.hasPrefix("user.") {
                 value = try replica.userAttribute(name, of: item)
@@ -91,9 +97,14 @@ extension FuseFileSystem {
                 replica.startDownload(item)
             case .sync:
                 replica.syncSoon()
-            case .evict, .isPinned:
-                // Eviction and pinning arrive with the control work (issue 6).
-                return request.error(ENOTSUP)
+            case .evict:
+                try replica.evict(item)
+            case .isPinned:
+                switch String(decoding: value, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) {
+                case "1": try replica.setPinned(item, true)
+                case "0": try replica.setPinned(item, false)
+                default: return request.error(EINVAL)
+                }
             }
             request.ok()
         }

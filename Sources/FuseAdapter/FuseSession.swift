@@ -66,9 +66,15 @@ public final class FuseSession: @unchecked Sendable {
         var folders = Set<UInt64>()
         for id in ids {
             if let inode = replica.existingInode(of: id), let known = fileSystem.inodes.lookupEntry(inode) {
-                // The old name may be gone (renamed or deleted elsewhere).
-                fuse_lowlevel_notify_inval_entry(session, known.parent, known.name, known.name.utf8.count)
-                folders.insert(known.parent)
+                // Only a name that is gone is invalidated: dropping a live dentry would break
+                // programs whose working directory it is.
+                let parent = try? replica.parent(of: id)
+                let name = try? replica.name(of: id)
+                let parentInode = parent.flatMap { $0 == .root ? UInt64(FUSE_ROOT_ID) : replica.existingInode(of: $0) }
+                if parentInode != known.parent || name != known.name {
+                    fuse_lowlevel_notify_inval_entry(session, known.parent, known.name, known.name.utf8.count)
+                    folders.insert(known.parent)
+                }
                 fuse_lowlevel_notify_inval_inode(session, inode, 0, 0)
             }
             if let parent = try? replica.parent(of: id) {

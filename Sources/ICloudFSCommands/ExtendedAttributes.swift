@@ -17,8 +17,15 @@ enum ExtendedAttributes {
 
     static func set(_ name: String, _ value: String, of path: String) throws {
         guard setxattr(path, name, value, value.utf8.count, 0) == 0 else {
-            throw ExitMessage("\(path): cannot set \(name): \(String(cString: strerror(errno)))")
+            throw Failure(name: name, code: errno)
         }
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let name: String
+        let code: Int32
+
+        var description: String { "cannot set \(name): \(String(cString: strerror(code)))" }
     }
 
     /// Whether `path` is on an icloudfs mount (it answers `user.icloud.itemIdentifier`).

@@ -16,7 +16,10 @@ public struct ICloudFS: AsyncParsableCommand {
             Exit status: 0 done, 1 failed, 2 bad usage.
             """,
         version: "icloudfs \(ICloudFSVersion.current) (libfuse \(FuseLibrary.version))",
-        subcommands: [MountCommand.self, SyncCommand.self, StatusCommand.self]
+        subcommands: [
+            MountCommand.self, StatusCommand.self, SyncCommand.self, DownloadCommand.self, EvictCommand.self,
+            PinCommand.self, UnpinCommand.self,
+        ]
     )
 
     public init() {}

@@ -17,6 +17,9 @@ struct MountCommand: AsyncParsableCommand {
               cache=DIR          this device's cache (default $XDG_CACHE_HOME/icloudfs/CONTAINER)
               device=NAME        name shown in conflict copies (default: host name)
               poll=DURATION      how often to look for remote changes (default 2s)
+              greedy             download every file in the background (default: on demand)
+              cache_size=SIZE    bound on downloaded content, e.g. 500M (default 10G)
+              offline            never contact the store; queue changes until remounted online
               ro, allow_other, default_permissions, uid=N, gid=N, umask=OCTAL
               foreground, debug  stay in the foreground; log each operation
             Example: icloudfs mount iCloud.com.example.notes ~/notes -o store=/srv/icloud

@@ -15,6 +15,9 @@ public struct MountOptions: Sendable, Equatable {
     public var umask: UInt32?
     public var foreground = false
     public var debug = false
+    public var greedy = false
+    public var offline = false
+    public var cacheSize: UInt64 = 10 << 30
 
     public init() {}
 
@@ -49,8 +52,11 @@ public struct MountOptions: Sendable, Equatable {
             case "umask": umask = try MountOptions.number(option, try required(), radix: 8)
             case "foreground": foreground = true
             case "debug": debug = true
-            case "greedy", "cache_size":
-                throw .notYet(name)
+            case "greedy": greedy = true
+            case "offline": offline = true
+            case "cache_size":
+                guard let size = MountOptions.size(try required()) else { throw .badValue(option, "a size like 10G or 500M") }
+                cacheSize = size
             default:
                 if MountOptions.ignored.contains(name) || name.hasPrefix("x-") || name.hasPrefix("comment=") { continue }
                 throw .unknown(name)
@@ -61,6 +67,18 @@ public struct MountOptions: Sendable, Equatable {
     static func number(_ option: String, _ text: String, radix: Int) throws(MountOptionError) -> UInt32 {
         guard let value = UInt32(text, radix: radix) else { throw .badValue(option, "a number") }
         return value
+    }
+
+    /// `10G`, `500M`, `64K`, `1T` (powers of 1024), or plain bytes.
+    public static func size(_ text: String) -> UInt64? {
+        let units: [Character: UInt64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
+        var digits = text.uppercased()
+        if digits.hasSuffix("B") { digits.removeLast() }
+        if let last = digits.last, let scale = units[last] {
+            digits.removeLast()
+            return Double(digits).flatMap { $0 >= 0 ? UInt64($0 * Double(scale)) : nil }
+        }
+        return UInt64(digits)
     }
 
     /// `2s`, `500ms`, `1m`, or plain seconds.
@@ -78,7 +96,6 @@ public enum MountOptionError: Error, CustomStringConvertible {
     case unknown(String)
     case missingValue(String)
     case badValue(String, String)
-    case notYet(String)
 
     public var description: String {
         switch self {
@@ -86,7 +103,6 @@ public enum MountOptionError: Error, CustomStringConvertible {
             "unknown mount option '\(name)' (see icloudfs mount --help for the options)"
         case .missingValue(let name): "mount option '\(name)' needs a value, like \(name)=..."
         case .badValue(let option, let expected): "mount option '\(option)': expected \(expected)"
-        case .notYet(let name): "mount option '\(name)' is not supported by this version yet"
         }
     }
 }

@@ -44,6 +44,9 @@ struct Mounter {
         var configuration = ReplicaConfiguration(
             container: container, cacheDirectory: cache, deviceName: options.device ?? ProcessInfo.processInfo.hostName)
         configuration.pollInterval = options.poll
+        configuration.greedy = options.greedy
+        configuration.offline = options.offline
+        configuration.cacheSize = options.cacheSize
         let replica: Replica
         do {
             let store = try StoreLocation.open(options.store)

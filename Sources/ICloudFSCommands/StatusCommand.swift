@@ -21,6 +21,14 @@ struct StatusCommand: AsyncParsableCommand {
             }
             print(StatusTable.header)
             print(StatusTable.row(state))
+            if let usage = ExtendedAttributes.get("user.icloud.cacheUsage", of: path)?.split(separator: " ").compactMap({ UInt64($0) }),
+                usage.count == 3
+            {
+                print("cache: \(ProgressLine.bytes(usage[0])) downloaded of a \(ProgressLine.bytes(usage[2])) bound; \(ProgressLine.bytes(usage[1])) pinned, open or not uploaded")
+                if usage[1] > usage[2] {
+                    print("note: pinned, open and not-yet-uploaded files exceed the cache bound (they are never evicted)")
+                }
+            }
             var isFolder: ObjCBool = false
             if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
                 let pending = StatusWalker(root: path).unsynced(limit: 1000)
@@ -84,7 +92,8 @@ struct StatusWalker {
 
     func unsynced(limit: Int) -> [ItemSyncState] {
         var found: [ItemSyncState] = []
-        let enumerator = FileManager.default.enumerator(atPath: root)
+        // Foundation's enumerator needs an absolute path; rows show the path as given.
+        let enumerator = FileManager.default.enumerator(atPath: URL(fileURLWithPath: root).standardizedFileURL.path)
         while let relative = enumerator?.nextObject() as? String, found.count < limit {
             let path = "\(root)/\(relative)"
             if let state = ItemSyncState(path: path), !state.isSynced {

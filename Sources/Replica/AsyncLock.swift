@@ -43,10 +43,12 @@ final class AsyncLock: Sendable {
 }
 
 /// Wakes a sleeping loop early: `wait(upTo:)` returns when signalled or when time is up.
+/// A signal given while nobody waits is kept for the next wait (a change is never missed).
 final class WakeupSignal: Sendable {
     private struct State {
         var signalled = false
-        var waiter: CheckedContinuation<Void, Never>?
+        var waiter: (id: UInt64, continuation: CheckedContinuation<Void, Never>)?
+        var nextID: UInt64 = 0
     }
 
     private let state = Mutex(State())
@@ -54,19 +56,23 @@ final class WakeupSignal: Sendable {
     func signal() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard let waiter = state.waiter else {
-                state.signalled = true  // kept for the next wait
+                state.signalled = true
                 return nil
             }
             state.waiter = nil
-            return waiter
+            return waiter.continuation
         }
         waiter?.resume()
     }
 
     func wait(upTo duration: Duration) async {
+        let id = state.withLock { state -> UInt64 in
+            state.nextID += 1
+            return state.nextID
+        }
         let timer = Task { [weak self] in
             try? await Task.sleep(for: duration)
-            self?.signal()
+            self?.timeOut(id)
         }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let already = state.withLock { state -> Bool in
@@ -74,11 +80,21 @@ final class WakeupSignal: Sendable {
                     state.signalled = false
                     return true
                 }
-                state.waiter = continuation
+                state.waiter = (id, continuation)
                 return false
             }
             if already { continuation.resume() }
         }
         timer.cancel()
+    }
+
+    /// Ends wait number `id` if it is still waiting; a stale timer does nothing.
+    private func timeOut(_ id: UInt64) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiter, waiter.id == id else { return nil }
+            state.waiter = nil
+            return waiter.continuation
+        }
+        waiter?.resume()
     }
 }

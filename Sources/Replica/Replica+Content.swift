@@ -118,6 +118,8 @@ extension Replica {
     func prepareRead(_ id: ItemID, _ range: Range<UInt64>) throws(ReplicaError) -> ReadPlan {
         try state.withLock { state throws(ReplicaError) in
             var record = state.content[id] ?? .empty
+            record.lastAccess = Int64(Timestamp.now().seconds)
+            state.content[id]?.lastAccess = record.lastAccess
             // A file written locally, or one deleted while open, reads its local bytes.
             guard !record.dirty, let item = state.view.liveItem(id), item.kind == .file else {
                 return ReadPlan(size: record.size, chunks: record.chunks, missing: [])
@@ -154,9 +156,7 @@ extension Replica {
     /// Downloads every missing chunk of the current version.
     public func downloadAll(_ id: ItemID) async throws(ReplicaError) {
         let plan = try prepareRead(id, 0..<UInt64.max)
-        state.withLock { _ = $0.downloadRequested.insert(id) }
         try await fetch(id, plan.missing, version: plan.chunks)
-        state.withLock { _ = $0.downloadRequested.remove(id) }
     }
 
     /// Starts downloading a file (a folder: everything below it) and returns at once
@@ -175,13 +175,29 @@ extension Replica {
         for file in files { startBackgroundDownload(file) }
     }
 
+    /// Queues a whole-file download behind the others; at most two run at once, so reads
+    /// (which fetch directly) keep priority.
     func startBackgroundDownload(_ id: ItemID) {
-        let started = state.withLock { state in
-            state.downloadRequested.insert(id).inserted
+        let startWorker = state.withLock { state -> Bool in
+            guard state.downloadRequested.insert(id).inserted else { return false }
+            state.downloadQueue.append(id)
+            guard state.downloadWorkers < 2 else { return false }
+            state.downloadWorkers += 1
+            return true
         }
-        guard started else { return }
+        guard startWorker else { return }
         Task.detached { [self] in
-            try? await downloadAll(id)
+            while let next = state.withLock({ state -> ItemID? in
+                guard !state.downloadQueue.isEmpty else {
+                    state.downloadWorkers -= 1
+                    return nil
+                }
+                return state.downloadQueue.removeFirst()
+            }) {
+                try? await downloadAll(next)
+                _ = state.withLock { $0.downloadRequested.remove(next) }
+            }
+            enforceCacheBound()
         }
     }
 

@@ -47,6 +47,14 @@ extension Replica {
         return try create(name, in: parent, kind: .symlink, mode: 0o777, target: target)
     }
 
+    /// The name of `id` in its folder.
+    public func name(of id: ItemID) throws(ReplicaError) -> String {
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.view.liveItem(id) else { throw .notFound }
+            return item.name
+        }
+    }
+
     /// The folder holding `id`.
     public func parent(of id: ItemID) throws(ReplicaError) -> ItemID {
         try state.withLock { state throws(ReplicaError) in
@@ -197,7 +205,9 @@ extension Replica {
         ItemAttributes(
             id: item.id, inode: inode(of: item.id, &state), kind: item.kind, mode: item.mode,
             size: item.kind == .symlink ? UInt64(item.target?.utf8.count ?? 0) : item.size,
-            mtime: item.mtime, linkCount: item.kind == .folder ? 2 : 1, target: item.target)
+            // Folders report 1 link, "not counted", as btrfs does: 2 would tell fts-based
+            // walkers (Foundation, find without -noleaf) that a folder has no subfolders.
+            mtime: item.mtime, linkCount: 1, target: item.target)
     }
 }
 

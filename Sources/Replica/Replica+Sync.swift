@@ -52,9 +52,11 @@ extension Replica {
 
     func runSyncLoop() async {
         var backoff = Duration.seconds(1)
+        downloadWanted(nil)
         while !Task.isCancelled {
             do {
                 try await push()
+                enforceCacheBound()
                 let hadError = state.withLock { state in
                     defer { state.uploadError = nil }
                     return state.uploadError != nil
@@ -139,8 +141,9 @@ extension Replica {
             for line in fold.notes { logger.notice("\(line)") }
         }
         if let landed { try finishLanded(landed, entries: entries) }
-        if !outcome.changed.isEmpty, let observer = changeObserver.withLock({ $0 }) {
-            observer(outcome.changed)
+        if !outcome.changed.isEmpty {
+            changeObserver.withLock { $0 }?(outcome.changed)
+            downloadWanted(outcome.changed)
         }
     }
 

@@ -35,7 +35,7 @@ extension Replica {
             isUploading: isUploading, percentUploaded: isUploading ? uploadedShare(of: item.id, state) : 100,
             hasUnresolvedConflicts: state.view.hasUnresolvedConflicts(item.id),
             downloadingError: state.downloadErrors[item.id], uploadingError: isUploading ? state.uploadError : nil,
-            isPinned: record?.pinned ?? false)
+            isPinned: isPinned(item.id, state))
     }
 
     /// Share of the bytes of the newest queued content of `id` already in the store.
@@ -87,6 +87,6 @@ extension Replica {
             hasUnresolvedConflicts: conflicts,
             downloadingError: all.lazy.compactMap(\.downloadingError).first,
             uploadingError: all.lazy.compactMap(\.uploadingError).first ?? (isUploaded ? nil : state.uploadError),
-            isPinned: state.content[folder.id]?.pinned ?? false)
+            isPinned: isPinned(folder.id, state))
     }
 }

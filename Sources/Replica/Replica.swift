@@ -36,6 +36,7 @@ public final class Replica: Sendable {
         let files: LocalFiles
         let database: StateDatabase
         do {
+            let store = configuration.offline ? UnreachableStore(location: store.location) : store
             container = try ContainerStore(store: store, container: configuration.container)
             files = try LocalFiles(root: configuration.cacheDirectory)
             database = try StateDatabase(path: files.databasePath)

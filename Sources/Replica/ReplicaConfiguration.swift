@@ -13,6 +13,13 @@ public struct ReplicaConfiguration: Sendable {
     public var createIfMissing = true
     /// The largest number of operations pushed as one journal entry.
     public var maximumBatchOperations = 1000
+    /// Bound on downloaded content; clean, unpinned, closed files beyond it are evicted,
+    /// least recently used first.
+    public var cacheSize: UInt64 = 10 << 30
+    /// Download every file in the background (the macOS "greedy peer").
+    public var greedy = false
+    /// Never contact the store: work from the cache, queue every change.
+    public var offline = false
     /// A snapshot is written by the device whose commit lands on a multiple of this.
     public var snapshotInterval: UInt64 = 1000
 

@@ -17,6 +17,9 @@ struct ReplicaState: Sendable {
     var openCount: [ItemID: Int] = [:]
     var downloading: Set<ItemID> = []
     var downloadRequested: Set<ItemID> = []
+    /// Whole-file downloads waiting for a background worker, and how many workers run.
+    var downloadQueue: [ItemID] = []
+    var downloadWorkers = 0
     var downloadErrors: [ItemID: String] = [:]
     var uploadError: String?
     /// Chunks known to be in the store (uploaded or seen there) during this run.

@@ -31,14 +31,14 @@ test_remote_changes_reach_mounted_device() {
     mount_device b
     echo first > "$T/a/shared.txt"
     sync_wait a
-    eventually test -f "$T/b/shared.txt"
+    eventually 'test -f "$T/b/shared.txt"'
     assert_eq "$(cat "$T/b/shared.txt")" first
     echo second > "$T/a/shared.txt"
     sync_wait a
-    eventually grep -q second "$T/b/shared.txt"
+    eventually 'grep -q second "$T/b/shared.txt"'
     mv "$T/a/shared.txt" "$T/a/renamed.txt"
     sync_wait a
-    eventually test -f "$T/b/renamed.txt"
+    eventually 'test -f "$T/b/renamed.txt"'
     test ! -e "$T/b/shared.txt"
 }
 

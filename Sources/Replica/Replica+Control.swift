@@ -1,0 +1,143 @@
+import ContainerFormat
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What is kept locally: eviction (`user.icloud.evict`), pinning (`user.icloud.isPinned`),
+/// the cache bound (`cache_size=`) and greedy downloading (`greedy`).
+extension Replica {
+    /// Drops the local copy of a file (a folder: of every file below it) so it becomes a
+    /// placeholder again; size and dates stay. Refused with `busy` for a file with changes
+    /// not yet uploaded or that is open (for a folder, after evicting everything else).
+    public func evict(_ id: ItemID) throws(ReplicaError) {
+        let refused = try state.withLock { state throws(ReplicaError) -> [String] in
+            guard let item = state.view.liveItem(id) else { throw .notFound }
+            var refused: [String] = []
+            for file in files(below: item, state) {
+                if let why = whyBusy(file, state) {
+                    refused.append("\(state.view.path(of: file) ?? file.rawValue) \(why)")
+                    continue
+                }
+                state.content[file] = nil
+                state.downloadRequested.remove(file)
+                state.downloadErrors[file] = nil
+                try saveContent(file, nil)
+                self.files.removeContent(file)
+            }
+            if item.kind == .folder, state.content[id]?.pinned == true {
+                state.content[id] = nil
+                try saveContent(id, nil)
+            }
+            return refused
+        }
+        if !refused.isEmpty { throw .busy(refused.joined(separator: "; ")) }
+    }
+
+    /// Pins ("keep downloaded": downloaded now and never evicted) or unpins an item. A
+    /// pinned folder pins everything below it, also what arrives later.
+    public func setPinned(_ id: ItemID, _ pinned: Bool) throws(ReplicaError) {
+        try state.withLock { state throws(ReplicaError) in
+            guard state.view.liveItem(id) != nil else { throw .notFound }
+            var record = state.content[id] ?? ContentRecord.empty
+            record.pinned = pinned
+            state.content[id] = record
+            try saveContent(id, record)
+        }
+        if pinned { startDownload(id) }
+    }
+
+    /// Whether `id` or a folder above it is pinned.
+    func isPinned(_ id: ItemID, _ state: ReplicaState) -> Bool {
+        var current = id
+        for _ in 0..<Tree.maximumDepth {
+            if state.content[current]?.pinned == true { return true }
+            guard current != .root, let item = state.view.item(current) else { return false }
+            current = item.parent
+        }
+        return false
+    }
+
+    /// Bytes of downloaded content kept locally, and how many of them may not be evicted.
+    public func cacheUsage() -> (total: UInt64, unevictable: UInt64) {
+        state.withLock { state in
+            var total: UInt64 = 0
+            var unevictable: UInt64 = 0
+            for (id, record) in state.content {
+                let bytes = record.present.coveredBytes(below: record.size)
+                total += bytes
+                if whyBusy(id, state) != nil || isPinned(id, state) { unevictable += bytes }
+            }
+            return (total, unevictable)
+        }
+    }
+
+    /// Evicts clean, unpinned, closed files, least recently used first, until downloaded
+    /// content fits in `cacheSize`. Files that cannot be evicted may exceed the bound.
+    func enforceCacheBound() {
+        let bound = configuration.cacheSize
+        let victims = state.withLock { state -> [ItemID] in
+            var total: UInt64 = 0
+            var candidates: [(id: ItemID, bytes: UInt64, lastAccess: Int64)] = []
+            for (id, record) in state.content {
+                let bytes = record.present.coveredBytes(below: record.size)
+                total += bytes
+                if bytes > 0, whyBusy(id, state) == nil, !isPinned(id, state), state.view.item(id)?.kind == .file {
+                    candidates.append((id, bytes, record.lastAccess))
+                }
+            }
+            guard total > bound else { return [] }
+            var chosen: [ItemID] = []
+            for candidate in candidates.sorted(by: { $0.lastAccess < $1.lastAccess }) where total > bound {
+                chosen.append(candidate.id)
+                total -= candidate.bytes
+            }
+            return chosen
+        }
+        for id in victims {
+            do {
+                try evict(id)
+                logger.debug("evicted \(id) to keep the cache under \(bound) bytes")
+            } catch {
+                logger.debug("could not evict \(id): \(error)")
+            }
+        }
+    }
+
+    /// Starts background downloads of files that should be local: everything when greedy,
+    /// and pinned files, among `ids` (nil: the whole container).
+    func downloadWanted(_ ids: Set<ItemID>?) {
+        let wanted = state.withLock { state -> [ItemID] in
+            let candidates = ids.map(Array.init) ?? state.view.allItems.map(\.id)
+            return candidates.filter { id in
+                guard let item = state.view.liveItem(id), item.kind == .file, item.size > 0 else { return false }
+                let record = state.content[id]
+                let current = record.map { !$0.dirty && $0.chunks == item.chunks && $0.isComplete } ?? false
+                return !current && record?.dirty != true && (configuration.greedy || isPinned(id, state))
+            }
+        }
+        for id in wanted { startBackgroundDownload(id) }
+    }
+
+    /// Why a file's local copy must stay, or nil when it may be evicted.
+    func whyBusy(_ id: ItemID, _ state: ReplicaState) -> String? {
+        if state.content[id]?.dirty == true || state.itemsWithPendingChanges.contains(id) {
+            return "has changes not yet uploaded"
+        }
+        if state.openCount[id] != nil { return "is open" }
+        return nil
+    }
+
+    private func files(below item: Item, _ state: ReplicaState) -> [ItemID] {
+        guard item.kind == .folder else { return item.kind == .file ? [item.id] : [] }
+        var found: [ItemID] = []
+        var stack = [item.id]
+        while let next = stack.popLast() {
+            for child in state.view.children(of: next) {
+                if child.kind == .folder { stack.append(child.id) } else if child.kind == .file { found.append(child.id) }
+            }
+        }
+        return found
+    }
+}

@@ -1,0 +1,130 @@
+# Seeing and steering what is local: download, evict, pin, greedy, the cache bound, offline.
+
+# write_files DEVICE N SIZE: files f1..fN of SIZE bytes (random) in the device's root.
+write_files() {
+    for i in $(seq 1 "$2"); do head -c "$3" /dev/urandom > "$T/$1/f$i"; done
+    sync_wait "$1"
+}
+
+test_download_evict_commands() {
+    mount_device a
+    write_files a 2 3000000
+    mount_device b
+    local f="$T/b/f1"
+    "$BIN/icloudfs" download "$f" > "$T/out"
+    grep -q "downloaded" "$T/out"
+    assert_eq "$(xattr isDownloaded "$f")" 1 "after download"
+    local size mtime
+    size=$(stat -c %s "$f")
+    mtime=$(stat -c %Y "$f")
+    "$BIN/icloudfs" evict "$f"
+    assert_eq "$(xattr isDownloaded "$f")" 0 "after evict"
+    assert_eq "$(xattr downloadingStatus "$f")" notDownloaded
+    assert_eq "$(stat -c '%s %Y' "$f")" "$size $mtime" "size and date stay"
+    assert_eq "$(sha256sum < "$f")" "$(sha256sum < "$T/a/f1")" "content after re-download"
+    # The attribute forms, and folders with -r.
+    setfattr -n user.icloud.evict -v 1 "$f"
+    assert_eq "$(xattr isDownloaded "$f")" 0
+    setfattr -n user.icloud.download -v 1 "$f"
+    eventually 'test "$(xattr isDownloaded "$f")" = 1'
+    ! "$BIN/icloudfs" download "$T/b" 2>"$T/err"
+    grep -q "is a folder (use -r)" "$T/err"
+    "$BIN/icloudfs" evict -r "$T/b"
+    assert_eq "$(xattr percentDownloaded "$T/b")" 0 "everything evicted"
+    "$BIN/icloudfs" status "$T/b" > "$T/status"
+    grep -q "notDownloaded.*$T/b/f2" "$T/status"
+    "$BIN/icloudfs" download -r "$T/b" > /dev/null
+    assert_eq "$(xattr isDownloaded "$T/b")" 1 "everything downloaded"
+}
+
+test_evict_refused_while_dirty_or_open() {
+    mount_device a
+    echo uploaded > "$T/a/clean"
+    sync_wait a
+    mv "$T/store" "$T/store.away"
+    echo "not uploaded yet" > "$T/a/dirty"
+    ! setfattr -n user.icloud.evict -v 1 "$T/a/dirty" 2>"$T/err"
+    grep -q "busy" "$T/err"
+    ! "$BIN/icloudfs" evict "$T/a/dirty" 2>"$T/err"
+    grep -q "changes not yet uploaded" "$T/err"
+    exec 3<"$T/a/clean"
+    ! setfattr -n user.icloud.evict -v 1 "$T/a/clean" 2>"$T/err"
+    grep -q "busy" "$T/err"
+    exec 3<&-
+    mv "$T/store.away" "$T/store"
+    sync_wait a
+    "$BIN/icloudfs" evict "$T/a/dirty" "$T/a/clean"
+    assert_eq "$(cat "$T/a/dirty")" "not uploaded yet"
+}
+
+test_pin_and_cache_bound() {
+    mount_device a
+    write_files a 4 2000000
+    mount_device b cache_size=3M
+    "$BIN/icloudfs" pin "$T/b/f1"
+    eventually 'test "$(xattr isDownloaded "$T/b/f1")" = 1'
+    assert_eq "$(xattr isPinned "$T/b/f1")" 1
+    for i in 2 3 4; do
+        assert_eq "$(sha256sum < "$T/b/f$i")" "$(sha256sum < "$T/a/f$i")" "f$i"
+    done
+    # Beyond the bound, the least recently used unpinned files go; the pinned one stays.
+    eventually 'test "$(cat "$T/b/f2" > /dev/null; xattr isDownloaded "$T/b/f3")" = 0'
+    assert_eq "$(xattr isDownloaded "$T/b/f1")" 1 "pinned stays"
+    "$BIN/icloudfs" unpin "$T/b/f1"
+    assert_eq "$(xattr isPinned "$T/b/f1")" 0
+    # A pinned folder keeps what arrives later downloaded.
+    mkdir "$T/a/keep"
+    sync_wait a
+    eventually 'test -d "$T/b/keep"'
+    "$BIN/icloudfs" pin -r "$T/b/keep"
+    head -c 100000 /dev/urandom > "$T/a/keep/new"
+    sync_wait a
+    eventually 'test "$(xattr isDownloaded "$T/b/keep/new")" = 1'
+}
+
+test_greedy_downloads_everything() {
+    mount_device a
+    mkdir "$T/a/sub"
+    write_files a 3 1000000
+    head -c 500000 /dev/urandom > "$T/a/sub/deep"
+    sync_wait a
+    mount_device b greedy
+    eventually 'test "$(xattr isDownloaded "$T/b")" = 1'
+    head -c 700000 /dev/urandom > "$T/a/later"
+    sync_wait a
+    eventually 'test "$(xattr isDownloaded "$T/b/later")" = 1'
+    assert_eq "$(sha256sum < "$T/b/sub/deep")" "$(sha256sum < "$T/a/sub/deep")"
+}
+
+test_offline_reads_and_queued_writes() {
+    mount_device a
+    write_files a 2 1000000
+    mount_device b
+    cat "$T/b/f1" > /dev/null
+    mv "$T/store" "$T/store.away"
+    # Downloaded files read normally; a placeholder fails at once with the reason.
+    assert_eq "$(sha256sum < "$T/b/f1")" "$(sha256sum < "$T/a/f1")"
+    local start end
+    start=$(date +%s%N)
+    ! cat "$T/b/f2" > /dev/null 2>"$T/err"
+    end=$(date +%s%N)
+    grep -q "Input/output error" "$T/err"
+    [ $(((end - start) / 1000000)) -lt 2000 ]
+    xattr downloadingError "$T/b/f2" | grep -q "^serverUnavailable"
+    # Changes are accepted and queued, with the reason nothing moves.
+    echo "offline write" > "$T/b/new.txt"
+    mv "$T/b/f1" "$T/b/f1-renamed"
+    rm "$T/b/f2"
+    assert_eq "$(xattr isUploaded "$T/b/new.txt")" 0
+    eventually 'test -n "$(xattr uploadingError "$T/b/new.txt")"'
+    # The store returns: the queue drains by itself and the errors clear.
+    mv "$T/store.away" "$T/store"
+    eventually 'test "$(xattr isUploaded "$T/b")" = 1'
+    ! xattr uploadingError "$T/b/new.txt"
+    eventually 'test -f "$T/a/new.txt"'
+    assert_eq "$(ls "$T/a")" "$(printf 'f1-renamed\nnew.txt')"
+    # A mount may start offline from its cache.
+    umount "$T/b"
+    mount_device b offline
+    assert_eq "$(cat "$T/b/new.txt")" "offline write"
+}
