@@ -31,9 +31,17 @@ public protocol BlobStore: Sendable {
 
     /// Removes the object; removing an absent key is not an error.
     func delete(_ key: BlobKey) async throws
+
+    /// See the extension: nil unless the store can notify.
+    func changeNotifications(prefix: String) -> AsyncStream<Void>?
 }
 
 extension BlobStore {
+    /// A stream that yields soon after anyone creates a key under `prefix`, where the store
+    /// can tell (nil where it cannot: callers poll). A hint only: yields may be spurious or
+    /// coalesced, and callers still read to find out what changed.
+    public func changeNotifications(prefix: String) -> AsyncStream<Void>? { nil }
+
     /// Every key under `prefix`, paging through ``list(prefix:after:limit:)``.
     public func listAll(prefix: String, after: BlobKey? = nil) async throws -> [BlobKey] {
         var keys: [BlobKey] = []

@@ -97,6 +97,14 @@ public struct DirectoryStore: BlobStore {
         }
     }
 
+    /// inotify on the folder of `prefix`: another process's new journal entry wakes readers
+    /// at once (on NFS, where inotify sees only local writes, polling still finds it).
+    public func changeNotifications(prefix: String) -> AsyncStream<Void>? {
+        guard (try? requireRoot()) != nil else { return nil }
+        let folder = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
+        return FolderWatcher.stream(folder: root.appending(folder).string)
+    }
+
     // MARK: - Internals
 
     private func path(of key: BlobKey) -> FilePath {

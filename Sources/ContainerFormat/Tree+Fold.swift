@@ -106,6 +106,13 @@ extension Tree {
             fold.note("\(op.id) was deleted; the edit revives it")
             item = revived(item, &fold)
         } else if item.contentVersion != op.base {
+            if let copy = copyMadeFrom(op.id, atSeq: op.base) {
+                // Based on a version of this device that became a conflict copy: continue there.
+                var redirected = op
+                redirected.id = copy.id
+                redirected.base = copy.contentVersion
+                return update(redirected, &fold)
+            }
             return makeConflictCopy(of: item, with: op, content: content, &fold)
         }
         item.size = content.size
@@ -165,6 +172,10 @@ extension Tree {
             return fold.note("folder \(op.id) still holds items another device wrote; kept")
         }
         if item.kind != .folder, item.contentVersion != op.base {
+            if let copy = copyMadeFrom(op.id, atSeq: op.base) {
+                // The deleting device saw its own version, which became this copy.
+                return delete(.init(id: copy.id, base: copy.contentVersion), &fold)
+            }
             return fold.note("\(op.id) changed since version \(op.base); the delete is declined")
         }
         if let original = item.conflictOf {
@@ -177,6 +188,13 @@ extension Tree {
     }
 
     // MARK: - Helpers
+
+    /// The live conflict copy that the fold made of `id` at journal entry `seq`, if any: an
+    /// operation based on that version continues on the copy (one conflict, one copy).
+    private func copyMadeFrom(_ id: ItemID, atSeq seq: UInt64) -> Item? {
+        let prefix = "\(id.rawValue)@\(seq)."
+        return conflictCopies(of: id).first { $0.id.rawValue.hasPrefix(prefix) }
+    }
 
     /// `id` if it is a live folder; a deleted folder is revived; anything else means root.
     private mutating func livingFolder(_ id: ItemID, _ fold: inout Fold, depth: Int = 0) -> ItemID {

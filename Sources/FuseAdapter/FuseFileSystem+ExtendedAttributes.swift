@@ -10,6 +10,11 @@ extension FuseFileSystem {
     /// On the mount root only, not listed: "DOWNLOADED_BYTES UNEVICTABLE_BYTES BOUND", for
     /// `icloudfs status`.
     static let cacheUsage = "user.icloud.cacheUsage"
+    /// On the mount root only, not listed: the cache folder (`icloudfs monitor` follows its
+    /// `events.jsonl`).
+    static let cacheFolder = "user.icloud.cacheFolder"
+    /// Not listed: the names of a file's live conflict copies, one per line.
+    static let conflictCopies = "user.icloud.conflictCopies"
 
     /// Attributes that are actions (INTERFACE.md): writing them does something.
     enum Action: String {
@@ -27,6 +32,11 @@ extension FuseFileSystem {
             if name == Self.cacheUsage, item == .root {
                 let usage = replica.cacheUsage()
                 value = Data("\(usage.total) \(usage.unevictable) \(replica.configuration.cacheSize)".utf8)
+            } else if name == Self.cacheFolder, item == .root {
+                value = Data(replica.configuration.cacheDirectory.utf8)
+            } else if name == Self.conflictCopies {
+                let names = replica.conflictCopyNames(of: item)
+                value = names.isEmpty ? nil : Data(names.joined(separator: "\n").utf8)
             } else if name.hasPrefix(Self.icloudPrefix) {
                 value = try replica.syncState(of: item).attributes.first { $0.name == name }.map { Data($0.value.utf8) }
             } else if name.hasPrefix("user.") {

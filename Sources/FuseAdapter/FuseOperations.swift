@@ -16,6 +16,11 @@ enum FuseOperations {
             if connection.pointee.capable & UInt32(FUSE_CAP_PARALLEL_DIROPS) != 0 {
                 connection.pointee.want |= UInt32(FUSE_CAP_PARALLEL_DIROPS)
             }
+            // O_TRUNC arrives with open, not as a separate setattr(size 0) before it: one
+            // queued version per save, not an empty one first.
+            if connection.pointee.capable & UInt32(FUSE_CAP_ATOMIC_O_TRUNC) != 0 {
+                connection.pointee.want |= UInt32(FUSE_CAP_ATOMIC_O_TRUNC)
+            }
             // Page cache invalidation is explicit (remote changes), not on every mtime change.
             connection.pointee.want &= ~UInt32(FUSE_CAP_AUTO_INVAL_DATA)
         }

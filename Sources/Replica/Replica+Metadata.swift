@@ -47,6 +47,11 @@ extension Replica {
         return try create(name, in: parent, kind: .symlink, mode: 0o777, target: target)
     }
 
+    /// Names of the live conflict copies of `id` (siblings of it).
+    public func conflictCopyNames(of id: ItemID) -> [String] {
+        state.withLock { state in state.view.conflictCopies(of: id).map(\.name) }
+    }
+
     /// The name of `id` in its folder.
     public func name(of id: ItemID) throws(ReplicaError) -> String {
         try state.withLock { state throws(ReplicaError) in

@@ -119,9 +119,14 @@ extension Replica {
 
     /// Applies journal entries to the device state and the database in one transaction.
     private func apply(_ entries: [(seq: UInt64, commit: Commit?)]) throws {
-        let (outcome, landed) = try state.withLock { state in
+        let (outcome, landed, events) = try state.withLock { state in
             let inFlight = state.inFlight
             let outcome = state.device.applyRemote(entries, ourBatch: inFlight)
+            var events: [EventLog.Event] = []
+            for (entry, fold) in zip(entries.filter { $0.commit != nil }, outcome.outcomes)
+            where entry.commit?.commitID != inFlight?.commitID {
+                events += EventLog.events(for: entry.commit!, seq: entry.seq, in: state.device.synced, outcome: fold)
+            }
             let syncedChanges = outcome.outcomes.reduce(into: Set<ItemID>()) { $0.formUnion($1.changed) }
             let landed = outcome.landedBatch ? inFlight : nil
             try database.pool.write { db in
@@ -134,8 +139,9 @@ extension Replica {
                     "landed", String(decoding: FormatCoding.encode(state.device.landed), as: UTF8.self), db)
             }
             if landed != nil { state.inFlight = nil }
-            return (outcome, landed)
+            return (outcome, landed, events)
         }
+        self.events.append(events)
         for fold in outcome.outcomes {
             for line in fold.rejected { logger.error("\(line)") }
             for line in fold.notes { logger.notice("\(line)") }

@@ -26,6 +26,7 @@ public final class Replica: Sendable {
     let loop = Mutex<Task<Void, Never>?>(nil)
     let changeObserver = Mutex<(@Sendable (Set<ItemID>) -> Void)?>(nil)
     let downloads = DownloadTable()
+    let events: EventLog
 
     /// Opens (or creates) the device state in `configuration.cacheDirectory` for the
     /// container in `store`, and catches up with the journal if the store can be reached.
@@ -66,6 +67,7 @@ public final class Replica: Sendable {
         self.files = files
         self.logger = logger
         chunker = Chunker(identity.chunking)
+        events = EventLog(folder: configuration.cacheDirectory)
         do {
             let loaded = try database.pool.write { db -> (ReplicaState, String) in
                 var deviceID = try database.meta("deviceID", db)
@@ -184,7 +186,16 @@ public final class Replica: Sendable {
     public func start() {
         loop.withLock { task in
             guard task == nil else { return }
-            task = Task.detached { [self] in await runSyncLoop() }
+            task = Task.detached { [self] in
+                // Where the store can notify, a new journal entry wakes the loop at once.
+                let watcher = container.store.changeNotifications(prefix: "\(configuration.container)/journal/").map { changes in
+                    Task { [wakeup] in
+                        for await _ in changes { wakeup.signal() }
+                    }
+                }
+                await runSyncLoop()
+                watcher?.cancel()
+            }
         }
     }
 

@@ -82,6 +82,27 @@ struct FoldTests {
         #expect(!journal.tree.hasUnresolvedConflicts(ItemID("f")))
     }
 
+    @Test("operations based on a version that became a conflict copy continue on that copy")
+    func chainedEditsOneCopy() {
+        var journal = Journal()
+        journal.commit("a", [file("f", "doc.txt", "base")])
+        journal.commit("b", [edit("f", base: 1, "b wins")])
+        // c saves twice in one commit from the old base: one copy, with the last content.
+        journal.commit("c", [edit("f", base: 1, "c first"), edit("f", base: 3, "c second")])
+        #expect(journal.names().count == 2)
+        let copy = journal.tree.conflictCopies(of: ItemID("f")).first!
+        #expect(copy.chunks == content("c second").chunks)
+        // A later commit of c, based on its lost version, still lands on the copy.
+        journal.commit("c", [edit("f", base: 3, "c third")])
+        #expect(journal.names().count == 2)
+        #expect(journal.tree.item(copy.id)?.chunks == content("c third").chunks)
+        #expect(journal.tree.item(ItemID("f"))?.chunks == content("b wins").chunks)
+        // Deleting what c saw as the file deletes its copy, not b's version.
+        journal.commit("c", [.delete(.init(id: ItemID("f"), base: 3))])
+        #expect(journal.names() == ["doc.txt"])
+        #expect(!journal.tree.hasUnresolvedConflicts(ItemID("f")))
+    }
+
     @Test("deleting the conflict copy resolves the conflict")
     func deleteCopyResolves() {
         var journal = Journal()

@@ -1,0 +1,153 @@
+# Several devices mounted at once over one store (docs/SEMANTICS.md, "Several devices").
+
+# now_ms: wall clock in milliseconds.
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# latency KIND 'ACTION ON a' 'CONDITION ON b': prints how long b took to show a's change.
+latency() {
+    local start end
+    start=$(now_ms)
+    eval "$2"
+    for _ in $(seq 1 400); do
+        if eval "$3" >/dev/null 2>&1; then
+            end=$(now_ms)
+            echo "latency $1: $((end - start)) ms"
+            echo "$((end - start))" >> "$T/latencies"
+            return 0
+        fi
+        sleep 0.01
+    done
+    echo "    $1 never arrived"
+    return 1
+}
+
+test_propagation_latency_default_poll() {
+    mount_device a
+    mkdir -p "$T/b"
+    # The default poll (2 s): a directory store notifies, so changes arrive well before it.
+    "$BIN/icloudfs" mount "$CONTAINER" "$T/b" -o "store=$T/store,cache=$T/cache-b,device=b"
+    latency create 'echo one > "$T/a/f"' 'test "$(cat "$T/b/f")" = one'
+    latency write 'echo two > "$T/a/f"' 'test "$(cat "$T/b/f")" = two'
+    latency rename 'mv "$T/a/f" "$T/a/g"' 'test -f "$T/b/g" && test ! -e "$T/b/f"'
+    latency chmod 'chmod 600 "$T/a/g"' 'test "$(stat -c %a "$T/b/g")" = 600'
+    latency xattr 'setfattr -n user.tag -v x "$T/a/g"' 'test "$(getfattr --only-values -n user.tag "$T/b/g")" = x'
+    latency mkdir 'mkdir "$T/a/d"' 'test -d "$T/b/d"'
+    latency delete 'rm "$T/a/g"' 'test ! -e "$T/b/g"'
+    local median
+    median=$(sort -n "$T/latencies" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+    echo "median latency: $median ms"
+    [ "$median" -le 2000 ]
+}
+
+test_stale_cache_never_shown() {
+    mount_device a
+    mount_device b
+    echo "version 1" > "$T/a/doc"
+    sync_wait a
+    eventually 'test "$(cat "$T/b/doc")" = "version 1"'
+    assert_eq "$(xattr downloadingStatus "$T/b/doc")" current
+    echo "version 2, longer" > "$T/a/doc"
+    sync_wait a
+    eventually 'test "$(cat "$T/b/doc")" = "version 2, longer"'
+    assert_eq "$(stat -c %s "$T/b/doc")" 18 "size after the change"
+}
+
+test_simultaneous_edits_one_conflict_copy() {
+    mount_device a
+    mount_device b
+    mount_device c
+    echo base > "$T/a/report.txt"
+    sync_wait a
+    eventually 'test -f "$T/b/report.txt" && test -f "$T/c/report.txt"'
+    # b and c edit from the same base while their uploads are held back.
+    mv "$T/store" "$T/store.away"
+    echo "from b" > "$T/b/report.txt"
+    echo "from c" > "$T/c/report.txt"
+    mv "$T/store.away" "$T/store"
+    sync_wait b
+    sync_wait c
+    sync_wait a
+    for d in a b c; do
+        eventually "test \$(ls \"$T/$d\" | wc -l) = 2"
+    done
+    assert_eq "$(ls "$T/a")" "$(ls "$T/b")" "a and b agree"
+    assert_eq "$(ls "$T/b")" "$(ls "$T/c")" "b and c agree"
+    ls "$T/a" | grep -q '^report (conflicted copy from [bc] [0-9-]* [0-9.]*).txt$'
+    assert_eq "$(xattr hasUnresolvedConflicts "$T/a/report.txt")" 1
+    "$BIN/icloudfs" conflicts "$T/a" > "$T/conflicts"
+    grep -q "report.txt" "$T/conflicts"
+    grep -q "conflicted copy" "$T/conflicts"
+    rm "$T/a/report (conflicted copy from"*
+    sync_wait a
+    eventually 'test "$(xattr hasUnresolvedConflicts "$T/b/report.txt")" = 0'
+}
+
+test_concurrent_creates_and_delete_versus_edit() {
+    mount_device a
+    mount_device b
+    echo keep > "$T/a/shared"
+    sync_wait a
+    eventually 'test -f "$T/b/shared"'
+    mv "$T/store" "$T/store.away"
+    echo "from a" > "$T/a/new.txt"
+    echo "from b" > "$T/b/new.txt"
+    rm "$T/a/shared"
+    echo "edited on b" > "$T/b/shared"
+    mv "$T/store.away" "$T/store"
+    sync_wait a
+    sync_wait b
+    sync_wait a
+    eventually 'test "$(ls "$T/a")" = "$(ls "$T/b")"'
+    assert_eq "$(ls "$T/a")" "$(printf 'new 2.txt\nnew.txt\nshared')"
+    assert_eq "$(cat "$T/a/shared")" "edited on b" "the edit beats the delete"
+}
+
+test_rename_versus_edit() {
+    mount_device a
+    mount_device b
+    echo original > "$T/a/draft"
+    sync_wait a
+    eventually 'test -f "$T/b/draft"'
+    mv "$T/store" "$T/store.away"
+    mv "$T/a/draft" "$T/a/final"
+    echo "edited" > "$T/b/draft"
+    mv "$T/store.away" "$T/store"
+    sync_wait a
+    sync_wait b
+    sync_wait a
+    eventually 'test "$(ls "$T/b")" = final'
+    assert_eq "$(cat "$T/a/final")" edited
+    assert_eq "$(cat "$T/b/final")" edited
+}
+
+test_identity_mismatch_refused() {
+    mount_device a
+    echo x > "$T/a/x"
+    sync_wait a
+    umount "$T/a"
+    # The container is deleted and re-created in the store: a new identity.
+    rm -rf "$T/store/$CONTAINER"
+    mount_device other
+    umount "$T/other"
+    ! mount_device a 2>"$T/err"
+    grep -q "belongs to container identity" "$T/err"
+    ! grep -q " $T/a " /proc/mounts
+}
+
+test_monitor_streams_remote_changes() {
+    mount_device a
+    mount_device b
+    "$BIN/icloudfs" monitor "$T/b" > "$T/monitor.txt" &
+    local monitor=$!
+    "$BIN/icloudfs" monitor --json "$T/b" > "$T/monitor.json" &
+    local json=$!
+    sleep 0.3
+    mkdir "$T/a/Docs"
+    echo hi > "$T/a/Docs/note.txt"
+    sync_wait a
+    eventually 'grep -q "modified *Docs/note.txt  (a)" "$T/monitor.txt"'
+    grep -q "created *Docs  (a)" "$T/monitor.txt"
+    eventually 'grep -q "\"kind\":\"modified\"" "$T/monitor.json"'
+    python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$T/monitor.json"
+    kill "$monitor" "$json"
+}
