@@ -10,7 +10,9 @@ public struct DeviceView: Sendable {
     public private(set) var synced: Tree
     public private(set) var pending: [LocalChange]
     public private(set) var view: Tree
-    /// The journal numbers of pushed changes that pending ones still depend on.
+    static let landedKept = 10_000
+
+    /// The journal numbers at which this device's recent changes landed.
     public private(set) var landed: [Int64: UInt64]
     /// Items whose content in `view` was set by a pending change, by that change's id.
     private var contentOwner: [ItemID: Int64] = [:]
@@ -117,8 +119,11 @@ public struct DeviceView: Sendable {
                 result.landedBatch = true
             }
         }
-        let needed = Set(pending.flatMap { $0.dependencies.values })
-        landed = landed.filter { needed.contains($0.key) }
+        // Kept (not only for queued changes): an open file's writer may still be based on a
+        // change that has landed. Bounded: the oldest entries go first.
+        if landed.count > DeviceView.landedKept {
+            for id in landed.keys.sorted().prefix(landed.count - DeviceView.landedKept) { landed[id] = nil }
+        }
         replayPending()
         // An item's view changes only if the journal or a speculative change touched it; of
         // those, keep the ones that look different (the device's own changes landing do not).

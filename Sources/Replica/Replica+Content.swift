@@ -35,7 +35,12 @@ extension Replica {
         } catch {
             throw .local("cannot open the cache file of \(id): \(error)")
         }
-        state.withLock { $0.openCount[id, default: 0] += 1 }
+        state.withLock { state in
+            state.openCount[id, default: 0] += 1
+            // A save is based on the version the writer opened, even if a remote version
+            // arrives while it is open: that one then stays, and the save becomes a copy.
+            if write, state.writerBase[id] == nil { state.writerBase[id] = state.device.base(of: id) }
+        }
         let file = OpenFile(id: id, writable: write, fd: fd)
         if write && truncate { try await resize(file.id, to: 0) }
         return file
@@ -92,7 +97,10 @@ extension Replica {
             try? file.fd.close()
             state.withLock { state in
                 state.openCount[file.id, default: 1] -= 1
-                if state.openCount[file.id] == 0 { state.openCount[file.id] = nil }
+                if state.openCount[file.id] == 0 {
+                    state.openCount[file.id] = nil
+                    state.writerBase[file.id] = nil
+                }
             }
         }
         try await commit(file.id, durable: false)
@@ -305,15 +313,19 @@ extension Replica {
                 record.dirty = false
                 state.content[id] = record
                 state.dirtyMtime[id] = nil
-                guard let item = state.view.liveItem(id) else {
-                    try saveContent(id, record)  // deleted meanwhile: nothing to queue
+                guard let item = state.view.item(id), !item.deleted || !state.unlinkedHere.contains(id) else {
+                    try saveContent(id, record)  // unlinked here while open: the bytes go with it
                     return true
                 }
-                let unchanged = item.chunks == chunks && item.size == snapshot.size
+                // Deleted on another device while open here: the edit is queued anyway and
+                // revives the file (an edit beats a delete).
+                let unchanged = !item.deleted && item.chunks == chunks && item.size == snapshot.size
                 let op = ItemOperation.update(.init(
                     id: id, base: 0, content: unchanged ? nil : Content(size: snapshot.size, chunks: chunks),
                     mtime: mtime))
-                try enqueue([(op, unchanged ? nil : state.device.base(of: id))], &state, content: [id])
+                let base = state.writerBase[id] ?? state.device.base(of: id)
+                try enqueue([(op, unchanged ? nil : base)], &state, content: [id])
+                if state.writerBase[id] != nil { state.writerBase[id] = state.device.base(of: id) }
                 return true
             }
             if done { break }

@@ -82,6 +82,7 @@ extension Replica {
             guard let item = state.view.child(named: name, in: parent) else { throw .notFound }
             guard item.kind != .folder else { throw .isAFolder }
             try enqueue([(.delete(.init(id: item.id, base: 0)), state.device.base(of: item.id))], &state)
+            state.unlinkedHere.insert(item.id)
         }
     }
 

@@ -15,6 +15,11 @@ struct ReplicaState: Sendable {
     /// Local modification times of files written since their last commit.
     var dirtyMtime: [ItemID: Timestamp] = [:]
     var openCount: [ItemID: Int] = [:]
+    /// For files open for writing: the version their writers started from.
+    var writerBase: [ItemID: BaseVersion] = [:]
+    /// Files unlinked on this device (their open handles' later writes are dropped, as POSIX
+    /// has it); a file deleted by another device while open here is revived by its writes.
+    var unlinkedHere: Set<ItemID> = []
     var downloading: Set<ItemID> = []
     var downloadRequested: Set<ItemID> = []
     /// Whole-file downloads waiting for a background worker, and how many workers run.

@@ -108,6 +108,29 @@ struct ReplicaTests {
         #expect(try !a.syncState(of: a.id("doc.txt")).hasUnresolvedConflicts)
     }
 
+    @Test("a save through a handle opened before a remote edit arrived keeps both versions")
+    func saveBasedOnOpenVersion() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        let b = try await devices.open("b")
+        try await a.writeFile("doc", Data("v0".utf8))
+        try await a.push()
+        try await b.pull()
+        let file = try await a.open(try a.id("doc"), write: true, truncate: false)
+        try await b.writeFile("doc", Data("from b".utf8))
+        try await b.push()
+        try await a.pull()  // b's version arrives while a has the file open
+        try a.write(file, offset: 0, data: Data("from a".utf8))
+        try await a.close(file)
+        try await a.push()
+        try await b.pull()
+        #expect(try b.names().count == 2)
+        #expect(try await b.readFile("doc") == Data("from b".utf8))
+        let copy = try #require(try b.names().first { $0.contains("conflicted copy from a") })
+        #expect(try await b.readFile(copy) == Data("from a".utf8))
+    }
+
     @Test("POSIX name rules: exists, not empty, rename over a file, folder into itself")
     func namespace() async throws {
         let devices = Devices()

@@ -11,7 +11,7 @@ latency() {
     for _ in $(seq 1 400); do
         if eval "$3" >/dev/null 2>&1; then
             end=$(now_ms)
-            echo "latency $1: $((end - start)) ms"
+            echo "measured: latency $1 $((end - start)) ms"
             echo "$((end - start))" >> "$T/latencies"
             return 0
         fi
@@ -35,7 +35,7 @@ test_propagation_latency_default_poll() {
     latency delete 'rm "$T/a/g"' 'test ! -e "$T/b/g"'
     local median
     median=$(sort -n "$T/latencies" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-    echo "median latency: $median ms"
+    echo "measured: median latency $median ms"
     [ "$median" -le 2000 ]
 }
 
@@ -150,4 +150,14 @@ test_monitor_streams_remote_changes() {
     eventually 'grep -q "\"kind\":\"modified\"" "$T/monitor.json"'
     python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$T/monitor.json"
     kill "$monitor" "$json"
+}
+
+# Not in the default run yet: about one run in eight reports one lost write (see the issue
+# notes); run it with Tests/mount/run soak_three_devices [ICLOUDFS_SOAK_SEED=N].
+soak_three_devices() {
+    mount_device a
+    mount_device b
+    mount_device c
+    local seed=${ICLOUDFS_SOAK_SEED:-$RANDOM}
+    python3 "$REPO/Tests/mount/soak.py" "$seed" "${ICLOUDFS_SOAK_SECONDS:-15}" "$BIN/icloudfs" "$T/a" "$T/b" "$T/c"
 }
