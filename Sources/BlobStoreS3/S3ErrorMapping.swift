@@ -23,7 +23,7 @@ enum S3ErrorMapping {
         case (403, "InvalidAccessKeyId"), (403, "SignatureDoesNotMatch"), (403, "InvalidToken"), (403, "ExpiredToken"),
             (400, "ExpiredToken"), (400, "InvalidToken"), (403, "TokenRefreshRequired"):
             return .permissionDenied(
-                "the S3 server at \(location.origin) refused the credentials (\(code), \(credentials.source)): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the profile in ~/.aws/credentials")
+                "the S3 server at \(location.origin) refused the credentials (\(code); credentials from \(credentials.source)): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the profile in ~/.aws/credentials")
         case (403, "QuotaExceeded"), (507, _):
             return .quotaExceeded("S3 bucket '\(location.bucket)' is over its quota (\(code.isEmpty ? "\(status)" : code))")
         case (403, _):
