@@ -3,6 +3,7 @@ import PackageDescription
 
 // Layers, each depending only on those below it (see docs/ARCHITECTURE.md):
 //   icloudfs (CLI) -> ICloudFSCommands -> FuseAdapter -> Replica -> ContainerFormat -> BlobStore
+// BlobStoreS3 implements BlobStore over S3; only ICloudFSCommands (store=s3://) opens it.
 let package = Package(
     name: "icloudfs",
     platforms: [.macOS(.v15)],
