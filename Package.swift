@@ -3,6 +3,7 @@ import PackageDescription
 
 // Layers, each depending only on those below it (see docs/ARCHITECTURE.md):
 //   icloudfs (CLI) -> ICloudFSCommands -> FuseAdapter -> Replica -> ContainerFormat -> BlobStore
+// BlobStoreS3 implements BlobStore over S3; only ICloudFSCommands (store=s3://) opens it.
 let package = Package(
     name: "icloudfs",
     platforms: [.macOS(.v15)],
@@ -17,6 +18,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // Only what Swift cannot import from <fuse_lowlevel.h> by itself (the version macro).
@@ -31,6 +34,18 @@ let package = Package(
             dependencies: [
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        // The S3 store: SigV4 signing, retries, ListObjectsV2 over async-http-client.
+        .target(
+            name: "BlobStoreS3",
+            dependencies: [
+                "BlobStore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The on-store format: identity, chunks, journal, snapshots, and the pure fold.
@@ -71,6 +86,7 @@ let package = Package(
                 "Replica",
                 "ContainerFormat",
                 "BlobStore",
+                "BlobStoreS3",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -81,16 +97,20 @@ let package = Package(
         // Test support shared by every test target.
         .target(
             name: "TestSupport",
-            dependencies: ["BlobStore", "ContainerFormat"],
+            dependencies: ["BlobStore", "BlobStoreS3", "ContainerFormat"],
             path: "Tests/TestSupport"
         ),
         // A child process the tests start many times: races, crashes, kills.
         .executableTarget(
             name: "icloudfs-testhelper",
-            dependencies: ["BlobStore", "ContainerFormat", "Replica"],
+            dependencies: ["BlobStore", "BlobStoreS3", "ContainerFormat", "Replica"],
             path: "Tests/ICloudFSTestHelper"
         ),
-        .testTarget(name: "BlobStoreTests", dependencies: ["BlobStore", "TestSupport", "icloudfs-testhelper"]),
+        .testTarget(
+            name: "BlobStoreTests", dependencies: ["BlobStore", "BlobStoreS3", "TestSupport", "icloudfs-testhelper"]),
+        .testTarget(
+            name: "BlobStoreS3Tests",
+            dependencies: ["BlobStoreS3", "BlobStore", "Replica", "ContainerFormat", "TestSupport", "icloudfs-testhelper"]),
         .testTarget(name: "ContainerFormatTests", dependencies: ["ContainerFormat", "TestSupport"]),
         .testTarget(name: "ReplicaTests", dependencies: ["Replica", "TestSupport", "icloudfs-testhelper"]),
     ],

@@ -13,7 +13,9 @@ struct MountCommand: AsyncParsableCommand {
         abstract: "Mount a container at a folder (returns once the mount is usable).",
         discussion: """
             Options (-o a,b=c; several -o allowed):
-              store=URL          the store: /path or file:///path (default $XDG_DATA_HOME/icloudfs/store)
+              store=URL          the store: /path, file:///path, or s3://BUCKET/PREFIX?endpoint=URL&region=R
+                                 (default $XDG_DATA_HOME/icloudfs/store; S3 credentials from
+                                 AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws/credentials)
               cache=DIR          this device's cache (default $XDG_CACHE_HOME/icloudfs/CONTAINER)
               device=NAME        name shown in conflict copies (default: host name)
               poll=DURATION      how often to look for remote changes (default 2s)

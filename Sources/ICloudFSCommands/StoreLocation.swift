@@ -1,4 +1,5 @@
 import BlobStore
+import BlobStoreS3
 import Foundation
 import SystemPackage
 
@@ -21,7 +22,8 @@ public enum StoreLocation {
     public static func open(_ given: String?) throws -> any BlobStore {
         let url = given ?? defaultStore
         if url.hasPrefix("s3://") {
-            throw StoreError.failed("S3 stores are not supported by this version yet; use a directory store (store=/path)")
+            // Credentials and region come from the AWS environment and shared files.
+            return try S3Store.open(url: url)
         }
         var path = url
         if url.hasPrefix("file://") { path = String(url.dropFirst("file://".count)) }

@@ -8,8 +8,11 @@ import TestSupport
 struct BlobStoreConformanceTests {
     static let directory = TemporaryDirectory("blobstore")
 
+    /// The directory store, and an S3 store on the test server when `Scripts/test` started one.
     static func makeStores() throws -> [any BlobStore] {
-        [try DirectoryStore(root: FilePath(directory.sub(UUID().uuidString)))]
+        var stores: [any BlobStore] = [try DirectoryStore(root: FilePath(directory.sub(UUID().uuidString)))]
+        if let s3 = try S3TestServer.store("conformance") { stores.append(s3) }
+        return stores
     }
 
     @Test("get returns what put stored, whole and by range")

@@ -1,4 +1,5 @@
 import BlobStore
+import BlobStoreS3
 import ContainerFormat
 import Foundation
 import Logging
@@ -59,8 +60,12 @@ func openReplica(store: String, cache: String, container: String) async throws -
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "race-put-if-absent":
-    // ROOT KEY VALUE START_FILE: waits for START_FILE, then tries to create KEY.
-    let store = try DirectoryStore(root: FilePath(arguments[1]), create: false)
+    // STORE KEY VALUE START_FILE: waits for START_FILE, then tries to create KEY.
+    // STORE is a directory or an s3:// URL (credentials from the environment).
+    let store: any BlobStore =
+        arguments[1].hasPrefix("s3://")
+        ? try S3Store.open(url: arguments[1])
+        : try DirectoryStore(root: FilePath(arguments[1]), create: false)
     waitForFile(arguments[4])
     do {
         try await store.putIfAbsent(try BlobKey(arguments[2]), data: Data(arguments[3].utf8))

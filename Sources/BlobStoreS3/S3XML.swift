@@ -1,0 +1,105 @@
+import Foundation
+
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
+
+/// One page of `ListObjectsV2`.
+struct S3ListPage: Equatable {
+    var keys: [String] = []
+    var isTruncated = false
+    var nextContinuationToken: String?
+}
+
+/// The `<Error>` body S3 sends with a failure status.
+struct S3ErrorBody: Equatable {
+    var code: String?
+    var message: String?
+    var bucket: String?
+}
+
+/// Reads the few XML documents S3 answers with. Only element text is collected, by path,
+/// so that namespaces and unknown elements are ignored.
+enum S3XML {
+    static func listPage(_ data: Data) throws -> S3ListPage {
+        var page = S3ListPage()
+        let found = try collect(data) { path, text in
+            switch path {
+            case ["ListBucketResult", "Contents", "Key"]: page.keys.append(text)
+            case ["ListBucketResult", "IsTruncated"]: page.isTruncated = text == "true"
+            case ["ListBucketResult", "NextContinuationToken"]: page.nextContinuationToken = text
+            default: break
+            }
+        }
+        guard found == "ListBucketResult" else {
+            throw XMLError.unexpected(root: found)
+        }
+        return page
+    }
+
+    /// The error body, or nil when there is none (HEAD) or it is not S3's XML.
+    static func errorBody(_ data: Data) -> S3ErrorBody? {
+        guard !data.isEmpty else { return nil }
+        var body = S3ErrorBody()
+        let root = try? collect(data) { path, text in
+            switch path {
+            case ["Error", "Code"]: body.code = text
+            case ["Error", "Message"]: body.message = text.isEmpty ? nil : text
+            case ["Error", "BucketName"]: body.bucket = text
+            default: break
+            }
+        }
+        return root == "Error" ? body : nil
+    }
+
+    enum XMLError: Error, CustomStringConvertible {
+        case malformed(String)
+        case unexpected(root: String?)
+
+        var description: String {
+            switch self {
+            case .malformed(let why): "malformed XML from the S3 server: \(why)"
+            case .unexpected(let root): "unexpected XML from the S3 server (root element \(root ?? "none"))"
+            }
+        }
+    }
+
+    /// Calls `visit` with each element's path (local names) and its text; returns the root's name.
+    private static func collect(_ data: Data, _ visit: ([String], String) -> Void) throws -> String? {
+        let collector = TextCollector()
+        let parser = XMLParser(data: data)
+        parser.delegate = collector
+        guard parser.parse() else {
+            throw XMLError.malformed(parser.parserError.map { "\($0)" } ?? "unknown error")
+        }
+        for (path, text) in collector.elements { visit(path, text) }
+        return collector.root
+    }
+
+    private final class TextCollector: NSObject, XMLParserDelegate {
+        var stack: [String] = []
+        var text = ""
+        var root: String?
+        var elements: [([String], String)] = []
+
+        func parser(
+            _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?, qualifiedName: String?,
+            attributes: [String: String] = [:]
+        ) {
+            let local = elementName.split(separator: ":").last.map(String.init) ?? elementName
+            if root == nil { root = local }
+            stack.append(local)
+            text = ""
+        }
+
+        func parser(_ parser: XMLParser, foundCharacters string: String) {
+            text += string
+        }
+
+        func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName: String?) {
+            elements.append((stack, text))
+            stack.removeLast()
+            text = ""
+        }
+    }
+}

@@ -1,0 +1,68 @@
+# The same container in S3 (the server Scripts/test starts with Scripts/s3-server); each
+# test is skipped, with a note, when the ICLOUDFS_TEST_S3_* variables are not set.
+s3_required() {
+    [ -n "${ICLOUDFS_TEST_S3_ENDPOINT:-}" ] || skip "no S3 test server (ICLOUDFS_TEST_S3_ENDPOINT is not set; Scripts/test starts one)"
+}
+# s3_url PREFIX [BUCKET] [ENDPOINT]
+s3_url() {
+    echo "s3://${2:-$ICLOUDFS_TEST_S3_BUCKET}/$1?endpoint=${3:-$ICLOUDFS_TEST_S3_ENDPOINT}&region=${ICLOUDFS_TEST_S3_REGION:-us-east-1}"
+}
+
+# Two mounted devices of one container in a bucket: placeholders, downloads, edits, renames.
+test_s3_two_devices() {
+    s3_required
+    local store
+    store=$(s3_url "mount-tests/$(basename "$T")-$$-$RANDOM")
+    mount_device a "store=$store"
+    mkdir "$T/a/Documents"
+    head -c 3000000 /dev/urandom > "$T/source.bin"
+    cp "$T/source.bin" "$T/a/Documents/data.bin"
+    echo first > "$T/a/Documents/note.txt"
+    sync_wait a
+    assert_eq "$(xattr isUploaded "$T/a/Documents/data.bin")" 1 "uploaded on a"
+    mount_device b "store=$store"
+    local f="$T/b/Documents/data.bin"
+    assert_eq "$(stat -c %s "$f")" 3000000 "size before download"
+    assert_eq "$(xattr isDownloaded "$f")" 0 "a placeholder on b"
+    assert_eq "$(sha256sum < "$f")" "$(sha256sum < "$T/source.bin")" "content read on b"
+    assert_eq "$(xattr isDownloaded "$f")" 1
+    echo second > "$T/a/Documents/note.txt"
+    sync_wait a
+    eventually grep -q second "$T/b/Documents/note.txt"
+    mv "$T/b/Documents/note.txt" "$T/b/Documents/renamed.txt"
+    sync_wait b
+    eventually test -f "$T/a/Documents/renamed.txt"
+    test ! -e "$T/a/Documents/note.txt"
+    assert_eq "$(xattr percentUploaded "$T/a")" 100 "container progress"
+}
+
+# mount_fails_with TEXT MOUNT_ARGS...: the mount fails, printing one line that contains TEXT.
+mount_fails_with() {
+    local text=$1
+    shift
+    if "$@" 2>"$T/err"; then
+        echo "    mount succeeded: $*"
+        return 1
+    fi
+    cat "$T/err"
+    grep -qF -- "$text" "$T/err" || { echo "    no '$text' in the error"; return 1; }
+    assert_eq "$(wc -l < "$T/err")" 1 "one line"
+}
+
+# Each S3 failure at mount time is one clear line, and nothing is left mounted.
+test_s3_errors_are_clear() {
+    s3_required
+    mkdir "$T/m"
+    mount_fails_with "S3 bucket 'icloudfs-no-such-bucket' does not exist at $ICLOUDFS_TEST_S3_ENDPOINT" \
+        "$BIN/icloudfs" mount "$CONTAINER" "$T/m" -o "cache=$T/c1,store=$(s3_url p icloudfs-no-such-bucket)"
+    mount_fails_with "refused the credentials (SignatureDoesNotMatch" \
+        env AWS_SECRET_ACCESS_KEY=not-the-secret "$BIN/icloudfs" mount "$CONTAINER" "$T/m" -o "cache=$T/c2,store=$(s3_url p)"
+    grep -qF "check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" "$T/err"
+    if grep -q not-the-secret "$T/err"; then echo "    the secret was shown"; return 1; fi
+    mount_fails_with "S3 endpoint http://127.0.0.1:1 is unreachable (connection refused)" \
+        "$BIN/icloudfs" mount "$CONTAINER" "$T/m" -o "cache=$T/c3,store=$(s3_url p "$ICLOUDFS_TEST_S3_BUCKET" http://127.0.0.1:1)"
+    mount_fails_with "no S3 credentials: set AWS_ACCESS_KEY_ID" \
+        env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_PROFILE HOME="$T" \
+        "$BIN/icloudfs" mount "$CONTAINER" "$T/m" -o "cache=$T/c4,store=$(s3_url p)"
+    if grep -q "$T/m" /proc/mounts; then echo "    left mounted"; return 1; fi
+}
