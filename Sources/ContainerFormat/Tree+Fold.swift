@@ -106,11 +106,10 @@ extension Tree {
             fold.note("\(op.id) was deleted; the edit revives it")
             item = revived(item, &fold)
         } else if item.contentVersion != op.base {
-            if let copy = copyMadeFrom(op.id, atSeq: op.base) {
-                // Based on a version of this device that became a conflict copy: continue there.
+            if let copy = copy(of: op.id, holding: op.base) {
+                // Based on a version that now lives in a conflict copy: continue there.
                 var redirected = op
                 redirected.id = copy.id
-                redirected.base = copy.contentVersion
                 return update(redirected, &fold)
             }
             return makeConflictCopy(of: item, with: op, content: content, &fold)
@@ -172,9 +171,9 @@ extension Tree {
             return fold.note("folder \(op.id) still holds items another device wrote; kept")
         }
         if item.kind != .folder, item.contentVersion != op.base {
-            if let copy = copyMadeFrom(op.id, atSeq: op.base) {
-                // The deleting device saw its own version, which became this copy.
-                return delete(.init(id: copy.id, base: copy.contentVersion), &fold)
+            if let copy = copy(of: op.id, holding: op.base) {
+                // The deleting device saw a version that now lives in this copy.
+                return delete(.init(id: copy.id, base: op.base), &fold)
             }
             return fold.note("\(op.id) changed since version \(op.base); the delete is declined")
         }
@@ -189,11 +188,11 @@ extension Tree {
 
     // MARK: - Helpers
 
-    /// The live conflict copy that the fold made of `id` at journal entry `seq`, if any: an
-    /// operation based on that version continues on the copy (one conflict, one copy).
-    private func copyMadeFrom(_ id: ItemID, atSeq seq: UInt64) -> Item? {
-        let prefix = "\(id.rawValue)@\(seq)."
-        return conflictCopies(of: id).first { $0.id.rawValue.hasPrefix(prefix) }
+    /// The live conflict copy of `id` whose content is version `base`, if any: an operation
+    /// based on that version continues on the copy (one device's successive saves make one
+    /// copy). A copy changed since (by anyone) no longer holds `base`: then it conflicts.
+    private func copy(of id: ItemID, holding base: UInt64) -> Item? {
+        conflictCopies(of: id).first { $0.contentVersion == base }
     }
 
     /// `id` if it is a live folder; a deleted folder is revived; anything else means root.

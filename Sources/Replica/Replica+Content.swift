@@ -36,10 +36,11 @@ extension Replica {
             throw .local("cannot open the cache file of \(id): \(error)")
         }
         state.withLock { state in
+            if state.openCount[id] == nil { state.versionAtOpen[id] = state.view.item(id)?.chunks }
             state.openCount[id, default: 0] += 1
-            // A save is based on the version the writer opened, even if a remote version
-            // arrives while it is open: that one then stays, and the save becomes a copy.
-            if write, state.writerBase[id] == nil { state.writerBase[id] = state.device.base(of: id) }
+            // A save (or an unlink) is based on the version that was opened, even if a remote
+            // version arrives while the file is open: that one then stays.
+            if state.openedBase[id] == nil { state.openedBase[id] = state.device.base(of: id) }
         }
         let file = OpenFile(id: id, writable: write, fd: fd)
         if write && truncate { try await resize(file.id, to: 0) }
@@ -99,7 +100,8 @@ extension Replica {
                 state.openCount[file.id, default: 1] -= 1
                 if state.openCount[file.id] == 0 {
                     state.openCount[file.id] = nil
-                    state.writerBase[file.id] = nil
+                    state.openedBase[file.id] = nil
+                    state.versionAtOpen[file.id] = nil
                 }
             }
         }
@@ -130,6 +132,14 @@ extension Replica {
             state.content[id]?.lastAccess = record.lastAccess
             // A file written locally, or one deleted while open, reads its local bytes.
             guard !record.dirty, let item = state.view.liveItem(id), item.kind == .file else {
+                return ReadPlan(size: record.size, chunks: record.chunks, missing: [])
+            }
+            // Close-to-open: while the file is open, a complete local copy of the version that
+            // was opened keeps being read; a newer version shows at the next open after all
+            // close (as a program that replaced a file keeps reading the old one).
+            let keepOpenedVersion = state.versionAtOpen[id] == record.chunks && state.content[id] != nil
+                && record.isComplete && record.chunks != item.chunks
+            if keepOpenedVersion {
                 return ReadPlan(size: record.size, chunks: record.chunks, missing: [])
             }
             if record.chunks != item.chunks || record.size != item.size || state.content[id] == nil {
@@ -323,9 +333,9 @@ extension Replica {
                 let op = ItemOperation.update(.init(
                     id: id, base: 0, content: unchanged ? nil : Content(size: snapshot.size, chunks: chunks),
                     mtime: mtime))
-                let base = state.writerBase[id] ?? state.device.base(of: id)
+                let base = state.openedBase[id] ?? state.device.base(of: id)
                 try enqueue([(op, unchanged ? nil : base)], &state, content: [id])
-                if state.writerBase[id] != nil { state.writerBase[id] = state.device.base(of: id) }
+                if state.openedBase[id] != nil { state.openedBase[id] = state.device.base(of: id) }
                 return true
             }
             if done { break }

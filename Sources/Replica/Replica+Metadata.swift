@@ -81,7 +81,8 @@ extension Replica {
         try state.withLock { state throws(ReplicaError) in
             guard let item = state.view.child(named: name, in: parent) else { throw .notFound }
             guard item.kind != .folder else { throw .isAFolder }
-            try enqueue([(.delete(.init(id: item.id, base: 0)), state.device.base(of: item.id))], &state)
+            let base = state.openedBase[item.id] ?? state.device.base(of: item.id)
+            try enqueue([(.delete(.init(id: item.id, base: 0)), base)], &state)
             state.unlinkedHere.insert(item.id)
         }
     }

@@ -15,8 +15,10 @@ struct ReplicaState: Sendable {
     /// Local modification times of files written since their last commit.
     var dirtyMtime: [ItemID: Timestamp] = [:]
     var openCount: [ItemID: Int] = [:]
-    /// For files open for writing: the version their writers started from.
-    var writerBase: [ItemID: BaseVersion] = [:]
+    /// For open files: the chunk list of the version the first opener saw (close-to-open).
+    var versionAtOpen: [ItemID: [ChunkRef]] = [:]
+    /// For open files: the version they were opened at (the base of saves and unlinks).
+    var openedBase: [ItemID: BaseVersion] = [:]
     /// Files unlinked on this device (their open handles' later writes are dropped, as POSIX
     /// has it); a file deleted by another device while open here is revived by its writes.
     var unlinkedHere: Set<ItemID> = []

@@ -78,17 +78,9 @@ struct S3ServerTests {
         for round in 0..<4 {
             let start = folder.sub("start-\(round)")
             let key = "c/journal/\(round)"
-            let children = try (0..<6).map { i in
-                try HelperProcess.start(["race-put-if-absent", url, key, "writer-\(i)", start])
-            }
-            #expect(FileManager.default.createFile(atPath: start, contents: nil))
-            var winners: [Int] = []
-            for (i, (process, pipe)) in children.enumerated() {
-                let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                process.waitUntilExit()
-                #expect(process.terminationStatus == 0)
-                if output.contains("won") { winners.append(i) }
-            }
+            let (winners, clean) = try HelperProcess.racePutIfAbsent(
+                store: url, key: key, writers: 6, startFile: start)
+            #expect(clean)
             #expect(winners.count == 1, "round \(round): winners \(winners)")
             let stored = try await store.get(try BlobKey(key))
             #expect(String(decoding: stored, as: UTF8.self) == "writer-\(winners.first ?? -1)")

@@ -122,17 +122,9 @@ struct DirectoryStoreTests {
         for round in 0..<5 {
             let start = folder.sub("start-\(round)")
             let key = "c/journal/\(round)"
-            let children = try (0..<6).map { i in
-                try HelperProcess.start(["race-put-if-absent", folder.sub("store"), key, "writer-\(i)", start])
-            }
-            #expect(FileManager.default.createFile(atPath: start, contents: nil))
-            var winners: [Int] = []
-            for (i, (process, pipe)) in children.enumerated() {
-                let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                process.waitUntilExit()
-                #expect(process.terminationStatus == 0)
-                if output.contains("won") { winners.append(i) }
-            }
+            let (winners, clean) = try HelperProcess.racePutIfAbsent(
+                store: folder.sub("store"), key: key, writers: 6, startFile: start)
+            #expect(clean)
             #expect(winners.count == 1)
             let stored = try String(contentsOfFile: folder.sub("store/\(key)"), encoding: .utf8)
             #expect(stored == "writer-\(winners.first ?? -1)")

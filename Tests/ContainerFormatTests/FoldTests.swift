@@ -98,7 +98,7 @@ struct FoldTests {
         #expect(journal.tree.item(copy.id)?.chunks == content("c third").chunks)
         #expect(journal.tree.item(ItemID("f"))?.chunks == content("b wins").chunks)
         // Deleting what c saw as the file deletes its copy, not b's version.
-        journal.commit("c", [.delete(.init(id: ItemID("f"), base: 3))])
+        journal.commit("c", [.delete(.init(id: ItemID("f"), base: 4))])
         #expect(journal.names() == ["doc.txt"])
         #expect(!journal.tree.hasUnresolvedConflicts(ItemID("f")))
     }

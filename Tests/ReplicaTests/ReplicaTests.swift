@@ -131,6 +131,25 @@ struct ReplicaTests {
         #expect(try await b.readFile(copy) == Data("from a".utf8))
     }
 
+    @Test("close-to-open: an open file keeps reading the version it opened; the next open sees the new one")
+    func closeToOpen() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        let b = try await devices.open("b")
+        try await a.writeFile("doc", Data("version 0".utf8))
+        try await a.push()
+        try await b.pull()
+        let handle = try await b.open(try b.id("doc"), write: false, truncate: false)
+        #expect(try await b.read(handle, offset: 0, count: 100) == Data("version 0".utf8))
+        try await a.writeFile("doc", Data("version 1!".utf8))
+        try await a.push()
+        try await b.pull()
+        #expect(try await b.read(handle, offset: 0, count: 100) == Data("version 0".utf8))
+        try await b.close(handle)
+        #expect(try await b.readFile("doc") == Data("version 1!".utf8))
+    }
+
     @Test("POSIX name rules: exists, not empty, rename over a file, folder into itself")
     func namespace() async throws {
         let devices = Devices()

@@ -28,3 +28,26 @@ public enum HelperProcess {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 }
+
+extension HelperProcess {
+    /// Starts `writers` child processes that wait for `startFile`, then all try to create
+    /// `key` in `store` (a folder or an s3:// URL); returns the indexes of the winners and
+    /// whether every child exited cleanly.
+    public static func racePutIfAbsent(store: String, key: String, writers: Int, startFile: String) throws
+        -> (winners: [Int], allExitedCleanly: Bool)
+    {
+        let children = try (0..<writers).map { i in
+            try start(["race-put-if-absent", store, key, "writer-\(i)", startFile])
+        }
+        _ = FileManager.default.createFile(atPath: startFile, contents: nil)
+        var winners: [Int] = []
+        var clean = true
+        for (i, (process, pipe)) in children.enumerated() {
+            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            clean = clean && process.terminationStatus == 0
+            if output.contains("won") { winners.append(i) }
+        }
+        return (winners, clean)
+    }
+}

@@ -70,11 +70,11 @@ def step(root):
                     replaced_while_seen.add(old)
             os.rename(os.path.join(root, source), target)
         elif choice == 8 and files:
+            # Read, then delete while still open (what the reader saw is what is deleted).
             path = os.path.join(root, rng.choice(files))
-            old = read(path)
-            if old is not None:
-                replaced_while_seen.add(old)
-            os.unlink(path)
+            with open(path) as f:
+                replaced_while_seen.add(f.read())
+                os.unlink(path)
         elif folders[1:]:
             os.rmdir(os.path.join(root, rng.choice(folders[1:])))
     except OSError:

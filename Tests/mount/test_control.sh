@@ -27,7 +27,7 @@ test_download_evict_commands() {
     assert_eq "$(xattr isDownloaded "$f")" 0
     setfattr -n user.icloud.download -v 1 "$f"
     eventually 'test "$(xattr isDownloaded "$f")" = 1'
-    ! "$BIN/icloudfs" download "$T/b" 2>"$T/err"
+    fails "$BIN/icloudfs" download "$T/b" 2>"$T/err"
     grep -q "is a folder (use -r)" "$T/err"
     "$BIN/icloudfs" evict -r "$T/b"
     assert_eq "$(xattr percentDownloaded "$T/b")" 0 "everything evicted"
@@ -43,12 +43,12 @@ test_evict_refused_while_dirty_or_open() {
     sync_wait a
     mv "$T/store" "$T/store.away"
     echo "not uploaded yet" > "$T/a/dirty"
-    ! setfattr -n user.icloud.evict -v 1 "$T/a/dirty" 2>"$T/err"
+    fails setfattr -n user.icloud.evict -v 1 "$T/a/dirty" 2>"$T/err"
     grep -q "busy" "$T/err"
-    ! "$BIN/icloudfs" evict "$T/a/dirty" 2>"$T/err"
+    fails "$BIN/icloudfs" evict "$T/a/dirty" 2>"$T/err"
     grep -q "changes not yet uploaded" "$T/err"
     exec 3<"$T/a/clean"
-    ! setfattr -n user.icloud.evict -v 1 "$T/a/clean" 2>"$T/err"
+    fails setfattr -n user.icloud.evict -v 1 "$T/a/clean" 2>"$T/err"
     grep -q "busy" "$T/err"
     exec 3<&-
     mv "$T/store.away" "$T/store"
@@ -106,7 +106,7 @@ test_offline_reads_and_queued_writes() {
     assert_eq "$(sha256sum < "$T/b/f1")" "$(sha256sum < "$T/a/f1")"
     local start end
     start=$(date +%s%N)
-    ! cat "$T/b/f2" > /dev/null 2>"$T/err"
+    fails cat "$T/b/f2" > /dev/null 2>"$T/err"
     end=$(date +%s%N)
     grep -q "Input/output error" "$T/err"
     [ $(((end - start) / 1000000)) -lt 2000 ]
@@ -120,7 +120,7 @@ test_offline_reads_and_queued_writes() {
     # The store returns: the queue drains by itself and the errors clear.
     mv "$T/store.away" "$T/store"
     eventually 'test "$(xattr isUploaded "$T/b")" = 1'
-    ! xattr uploadingError "$T/b/new.txt"
+    fails xattr uploadingError "$T/b/new.txt"
     eventually 'test -f "$T/a/new.txt"'
     assert_eq "$(ls "$T/a")" "$(printf 'f1-renamed\nnew.txt')"
     # A mount may start offline from its cache.

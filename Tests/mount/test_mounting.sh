@@ -1,15 +1,15 @@
 # Mounting: clear failures leave nothing mounted; mount(8) works through mount.icloudfs.
 test_bad_options_fail_clearly() {
     mkdir "$T/m"
-    ! "$BIN/icloudfs" mount "$CONTAINER" "$T/m" -o "store=$T/store,bogus" 2>"$T/err"
+    fails "$BIN/icloudfs" mount "$CONTAINER" "$T/m" -o "store=$T/store,bogus" 2>"$T/err"
     grep -q "unknown mount option 'bogus'" "$T/err"
-    ! "$BIN/icloudfs" mount "$CONTAINER" "$T/missing" -o "store=$T/store" 2>"$T/err"
+    fails "$BIN/icloudfs" mount "$CONTAINER" "$T/missing" -o "store=$T/store" 2>"$T/err"
     grep -q "is not an existing folder" "$T/err"
-    ! "$BIN/icloudfs" mount "bad/name" "$T/m" 2>"$T/err"
+    fails "$BIN/icloudfs" mount "bad/name" "$T/m" 2>"$T/err"
     grep -q "invalid container name" "$T/err"
-    ! "$BIN/icloudfs" mount "$CONTAINER" "$T/m" -o "store=$T/nowhere" 2>"$T/err"
+    fails "$BIN/icloudfs" mount "$CONTAINER" "$T/m" -o "store=$T/nowhere" 2>"$T/err"
     grep -q "does not exist" "$T/err"
-    ! grep -q "$T/m" /proc/mounts
+    fails grep -q "$T/m" /proc/mounts
 }
 
 test_mount_t_icloudfs() {

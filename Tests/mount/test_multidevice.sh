@@ -129,9 +129,9 @@ test_identity_mismatch_refused() {
     rm -rf "$T/store/$CONTAINER"
     mount_device other
     umount "$T/other"
-    ! mount_device a 2>"$T/err"
+    fails mount_device a 2>"$T/err"
     grep -q "belongs to container identity" "$T/err"
-    ! grep -q " $T/a " /proc/mounts
+    fails grep -q " $T/a " /proc/mounts
 }
 
 test_monitor_streams_remote_changes() {

@@ -28,10 +28,10 @@ test_s3_two_devices() {
     assert_eq "$(xattr isDownloaded "$f")" 1
     echo second > "$T/a/Documents/note.txt"
     sync_wait a
-    eventually grep -q second "$T/b/Documents/note.txt"
+    eventually 'grep -q second "$T/b/Documents/note.txt"'
     mv "$T/b/Documents/note.txt" "$T/b/Documents/renamed.txt"
     sync_wait b
-    eventually test -f "$T/a/Documents/renamed.txt"
+    eventually 'test -f "$T/a/Documents/renamed.txt"'
     test ! -e "$T/a/Documents/note.txt"
     assert_eq "$(xattr percentUploaded "$T/a")" 100 "container progress"
 }
