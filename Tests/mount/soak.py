@@ -5,6 +5,12 @@ lost. Usage: soak.py SEED SECONDS ICLOUDFS MOUNT...  (prints the seed on failure
 import hashlib, os, random, subprocess, sys, time
 
 seed, seconds, icloudfs, mounts = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4:]
+# Every operation, for tracing a failure: time, device, what, path, what was read/written.
+trace = open(os.environ.get("ICLOUDFS_SOAK_TRACE", os.devnull), "w")
+
+
+def log(root, what, path, detail=""):
+    trace.write(f"{time.time():.3f} {os.path.basename(root)} {what} {os.path.relpath(path, root)} {detail}\n")
 rng = random.Random(seed)
 written, replaced_while_seen = set(), set()
 names = ["a.txt", "b.txt", "notes", "x"]
@@ -46,6 +52,7 @@ def step(root):
             with open(path, "w") as f:
                 f.write(token)
             written.add(token)
+            log(root, "create", path, token)
         elif choice == 3:
             os.mkdir(os.path.join(root, rng.choice(folders), rng.choice(["dir", "Docs"])))
         elif choice < 7 and files:
@@ -53,28 +60,34 @@ def step(root):
             path = os.path.join(root, rng.choice(files))
             token = f"s{seed}-{counter}"
             with open(path, "r+") as f:
-                replaced_while_seen.add(f.read())
+                seen = f.read()
+                replaced_while_seen.add(seen)
                 f.seek(0)
                 f.truncate()
                 f.write(token)
             written.add(token)
+            log(root, "edit", path, f"{seen} -> {token}")
         elif choice == 7 and items:
             source, is_dir = rng.choice(items)
             target_folder = rng.choice(folders)
             if is_dir and (target_folder + "/").startswith(source + "/"):
                 return
             target = os.path.join(root, target_folder, rng.choice(names))
+            old = None
             if os.path.isfile(target) and not is_dir:
                 old = read(target)
                 if old is not None:
                     replaced_while_seen.add(old)
             os.rename(os.path.join(root, source), target)
+            log(root, "rename", os.path.join(root, source), f"-> {os.path.relpath(target, root)} over {old or ''}")
         elif choice == 8 and files:
             # Read, then delete while still open (what the reader saw is what is deleted).
             path = os.path.join(root, rng.choice(files))
             with open(path) as f:
-                replaced_while_seen.add(f.read())
+                seen = f.read()
+                replaced_while_seen.add(seen)
                 os.unlink(path)
+            log(root, "delete", path, seen)
         elif folders[1:]:
             os.rmdir(os.path.join(root, rng.choice(folders[1:])))
     except OSError:
