@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Replica
 
 /// `icloudfs monitor MOUNTPOINT`: one line per remote change as it arrives.
 struct MonitorCommand: AsyncParsableCommand {
@@ -12,13 +13,6 @@ struct MonitorCommand: AsyncParsableCommand {
 
     @Argument(help: "The mount point.")
     var mountPoint: String
-
-    struct Event: Decodable {
-        var time: String
-        var kind: String
-        var path: String
-        var device: String
-    }
 
     func run() async throws {
         guard let cache = ExtendedAttributes.get("user.icloud.cacheFolder", of: mountPoint) else {
@@ -42,7 +36,7 @@ struct MonitorCommand: AsyncParsableCommand {
                 // Written straight to the file descriptor: unbuffered, so a pipe sees each line.
                 if json {
                     FileHandle.standardOutput.write(Data(line) + Data("\n".utf8))
-                } else if let event = try? JSONDecoder().decode(Event.self, from: line) {
+                } else if let event = try? JSONDecoder().decode(ChangeEvent.self, from: line) {
                     let text = "\(event.time)  \(event.kind.padding(toLength: 10, withPad: " ", startingAt: 0)) \(event.path)  (\(event.device))\n"
                     FileHandle.standardOutput.write(Data(text.utf8))
                 }

@@ -1,18 +1,22 @@
 import ContainerFormat
 import Foundation
 
+/// One remote change as `icloudfs monitor` shows it: a line of `CACHE/events.jsonl`.
+public struct ChangeEvent: Codable, Sendable {
+    public var time: String
+    /// created, modified, attributes, moved, deleted, conflict
+    public var kind: String
+    public var path: String
+    public var device: String
+    public var item: String
+}
+
 /// Remote changes as they arrive, one JSON object per line in `CACHE/events.jsonl`, which
 /// `icloudfs monitor` follows (like NSMetadataQuery / `brctl monitor`).
 struct EventLog: Sendable {
     let path: String
 
-    struct Event: Codable {
-        var time: String
-        var kind: String
-        var path: String
-        var device: String
-        var item: String
-    }
+    typealias Event = ChangeEvent
 
     /// Starts a new log for this mount (the previous one is kept as `.1`).
     init(folder: String) {
