@@ -140,12 +140,6 @@ public struct ContainerStore: Sendable {
         }
     }
 
-    /// The highest journal number present (0 when the journal is empty), found by listing.
-    public func lastJournalSeq(after seq: UInt64 = 0) async throws -> UInt64 {
-        let keys = try await store.listAll(prefix: "\(container)/journal/", after: journalKey(seq))
-        return keys.compactMap { UInt64($0.rawValue.split(separator: "/").last ?? "") }.max() ?? seq
-    }
-
     // MARK: Snapshots
 
     public func writeSnapshot(_ tree: Tree) async throws {

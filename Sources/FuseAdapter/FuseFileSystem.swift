@@ -81,8 +81,4 @@ public final class FuseFileSystem: Sendable {
             }
         }
     }
-
-    func requireWritable() throws(ReplicaError) {
-        if options.readOnly { throw .notSupported("read-only mount") }
-    }
 }

@@ -15,8 +15,9 @@ extension Replica {
         let refused = try state.withLock { state throws(ReplicaError) -> [String] in
             guard let item = state.view.liveItem(id) else { throw .notFound }
             var refused: [String] = []
+            let pending = state.itemsWithPendingChanges
             for file in files(below: item, state) {
-                if let why = whyBusy(file, state) {
+                if let why = whyBusy(file, state, pending) {
                     refused.append("\(state.view.path(of: file) ?? file.rawValue) \(why)")
                     continue
                 }
@@ -64,10 +65,11 @@ extension Replica {
         state.withLock { state in
             var total: UInt64 = 0
             var unevictable: UInt64 = 0
+            let pending = state.itemsWithPendingChanges
             for (id, record) in state.content {
                 let bytes = record.present.coveredBytes(below: record.size)
                 total += bytes
-                if whyBusy(id, state) != nil || isPinned(id, state) { unevictable += bytes }
+                if whyBusy(id, state, pending) != nil || isPinned(id, state) { unevictable += bytes }
             }
             return (total, unevictable)
         }
@@ -80,10 +82,11 @@ extension Replica {
         let victims = state.withLock { state -> [ItemID] in
             var total: UInt64 = 0
             var candidates: [(id: ItemID, bytes: UInt64, lastAccess: Int64)] = []
+            let pending = state.itemsWithPendingChanges
             for (id, record) in state.content {
                 let bytes = record.present.coveredBytes(below: record.size)
                 total += bytes
-                if bytes > 0, whyBusy(id, state) == nil, !isPinned(id, state), state.view.item(id)?.kind == .file {
+                if bytes > 0, whyBusy(id, state, pending) == nil, !isPinned(id, state), state.view.item(id)?.kind == .file {
                     candidates.append((id, bytes, record.lastAccess))
                 }
             }
@@ -120,9 +123,10 @@ extension Replica {
         for id in wanted { startBackgroundDownload(id) }
     }
 
-    /// Why a file's local copy must stay, or nil when it may be evicted.
-    func whyBusy(_ id: ItemID, _ state: ReplicaState) -> String? {
-        if state.content[id]?.dirty == true || state.itemsWithPendingChanges.contains(id) {
+    /// Why a file's local copy must stay, or nil when it may be evicted. `pending` is
+    /// `state.itemsWithPendingChanges`, computed once by callers that loop over files.
+    func whyBusy(_ id: ItemID, _ state: ReplicaState, _ pending: Set<ItemID>) -> String? {
+        if state.content[id]?.dirty == true || pending.contains(id) {
             return "has changes not yet uploaded"
         }
         if state.openCount[id] != nil { return "is open" }
