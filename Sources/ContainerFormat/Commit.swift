@@ -14,18 +14,25 @@ public struct Commit: Hashable, Codable, Sendable {
     /// The device's clock when it queued the commit (used for conflict copy names).
     public var time: Timestamp
     public var ops: [ItemOperation]
+    /// Journal entries of this device whose pending content (metadata first) is now
+    /// entirely in the store.
+    public var uploaded: [UInt64]
 
-    public init(commitID: String, device: String, deviceID: String, time: Timestamp, ops: [ItemOperation]) {
+    public init(
+        commitID: String, device: String, deviceID: String, time: Timestamp, ops: [ItemOperation],
+        uploaded: [UInt64] = []
+    ) {
         format = Commit.formatVersion
         self.commitID = commitID
         self.device = device
         self.deviceID = deviceID
         self.time = time
         self.ops = ops
+        self.uploaded = uploaded
     }
 
     enum CodingKeys: String, CodingKey {
-        case format, commitID = "commit", device, deviceID, time, ops
+        case format, commitID = "commit", device, deviceID, time, ops, uploaded
     }
 
     public init(from decoder: any Decoder) throws {
@@ -39,6 +46,18 @@ public struct Commit: Hashable, Codable, Sendable {
         let decoded = try container.decode([LossyOperation].self, forKey: .ops)
         ops = decoded.compactMap(\.operation)
         droppedOperations = decoded.count - ops.count
+        uploaded = try container.decodeIfPresent([UInt64].self, forKey: .uploaded) ?? []
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(format, forKey: .format)
+        try container.encode(commitID, forKey: .commitID)
+        try container.encode(device, forKey: .device)
+        try container.encode(deviceID, forKey: .deviceID)
+        try container.encode(time, forKey: .time)
+        try container.encode(ops, forKey: .ops)
+        if !uploaded.isEmpty { try container.encode(uploaded, forKey: .uploaded) }
     }
 
     /// Not encoded; how many operations of a decoded entry could not be read.
@@ -47,6 +66,7 @@ public struct Commit: Hashable, Codable, Sendable {
     public static func == (lhs: Commit, rhs: Commit) -> Bool {
         lhs.format == rhs.format && lhs.commitID == rhs.commitID && lhs.device == rhs.device
             && lhs.deviceID == rhs.deviceID && lhs.time == rhs.time && lhs.ops == rhs.ops
+            && lhs.uploaded == rhs.uploaded
     }
 
     public func hash(into hasher: inout Hasher) {

@@ -121,12 +121,21 @@ public struct Item: Hashable, Codable, Sendable {
     public var deleted: Bool
     /// For a conflict copy, the item it conflicts with, until it is renamed away.
     public var conflictOf: ItemID?
+    /// `true` while the device that wrote this content is still uploading its chunks
+    /// (metadata first); nil otherwise. See ``isContentPending``.
+    public var contentPending: Bool?
+
+    /// The content is named but not all of its chunks are in the store yet.
+    public var isContentPending: Bool {
+        get { contentPending == true }
+        set { contentPending = newValue ? true : nil }
+    }
 
     public init(
         id: ItemID, parent: ItemID, name: String, kind: ItemKind, mode: UInt32,
         mtime: Timestamp, size: UInt64 = 0, chunks: [ChunkRef] = [], target: String? = nil,
         xattrs: [String: Data] = [:], version: UInt64 = 0, contentVersion: UInt64 = 0,
-        deleted: Bool = false, conflictOf: ItemID? = nil
+        deleted: Bool = false, conflictOf: ItemID? = nil, isContentPending: Bool = false
     ) {
         self.id = id
         self.parent = parent
@@ -142,6 +151,7 @@ public struct Item: Hashable, Codable, Sendable {
         self.contentVersion = contentVersion
         self.deleted = deleted
         self.conflictOf = conflictOf
+        self.contentPending = isContentPending ? true : nil
     }
 
     public static func rootFolder() -> Item {

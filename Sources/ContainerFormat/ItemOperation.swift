@@ -36,6 +36,8 @@ public enum ItemOperation: Hashable, Sendable {
         public var content: Content
         public var target: String?
         public var xattrs: [String: Data]
+        /// Metadata first: the chunks follow; a later entry's `uploaded` says when.
+        public var contentPending: Bool?
 
         public init(
             id: ItemID, parent: ItemID, name: String, kind: ItemKind, mode: UInt32,
@@ -62,6 +64,8 @@ public enum ItemOperation: Hashable, Sendable {
         public var mode: UInt32?
         public var mtime: Timestamp?
         public var xattrs: [String: Data]?
+        /// Metadata first: the chunks follow; a later entry's `uploaded` says when.
+        public var contentPending: Bool?
 
         public init(
             id: ItemID, base: UInt64, content: Content? = nil, mode: UInt32? = nil,
@@ -97,6 +101,29 @@ public enum ItemOperation: Hashable, Sendable {
         public init(id: ItemID, base: UInt64) {
             self.id = id
             self.base = base
+        }
+    }
+
+    /// The same operation announcing content whose chunks are uploaded after the commit.
+    public func markingContentPending() -> ItemOperation {
+        switch self {
+        case .create(var op) where !op.content.chunks.isEmpty:
+            op.contentPending = true
+            return .create(op)
+        case .update(var op) where !(op.content?.chunks.isEmpty ?? true):
+            op.contentPending = true
+            return .update(op)
+        default:
+            return self
+        }
+    }
+
+    /// Whether this operation announces content whose chunks may not be stored yet.
+    public var announcesPendingContent: Bool {
+        switch self {
+        case .create(let op): op.contentPending == true
+        case .update(let op): op.contentPending == true
+        case .move, .delete: false
         }
     }
 

@@ -45,6 +45,7 @@ extension Tree {
             case .delete(let op): delete(op, &fold)
             }
         }
+        for entry in commit.uploaded { contentUploaded(entry, &fold) }
         head = seq
         return fold.outcome
     }
@@ -81,7 +82,7 @@ extension Tree {
             id: op.id, parent: parent, name: freeName(op.name, in: parent, for: op.id),
             kind: op.kind, mode: op.mode & 0o7777, mtime: op.mtime, size: op.content.size,
             chunks: op.content.chunks, target: op.target, xattrs: Tree.userAttributes(op.xattrs),
-            version: fold.seq, contentVersion: fold.seq)
+            version: fold.seq, contentVersion: fold.seq, isContentPending: op.contentPending == true)
         if item.name != op.name { fold.note("\(op.name) exists; created as \(item.name)") }
         store(item)
         fold.outcome.changed.insert(item.id)
@@ -121,8 +122,21 @@ extension Tree {
         item.xattrs = op.xattrs.map(Tree.userAttributes) ?? item.xattrs
         item.version = fold.seq
         item.contentVersion = fold.seq
+        item.isContentPending = op.contentPending == true
         store(item)
         fold.outcome.changed.insert(item.id)
+    }
+
+    /// The content an earlier entry announced (metadata first) is complete in the store now:
+    /// every item still holding that entry's content stops waiting for it.
+    private mutating func contentUploaded(_ entry: UInt64, _ fold: inout Fold) {
+        guard entry < fold.seq else { return fold.reject("upload of entry \(entry) announced before it") }
+        for item in items.values where item.contentVersion == entry && item.isContentPending {
+            var done = item
+            done.isContentPending = false
+            store(done)
+            fold.outcome.changed.insert(done.id)
+        }
     }
 
     private mutating func makeConflictCopy(
@@ -135,7 +149,8 @@ extension Tree {
             mode: op.mode.map { $0 & 0o7777 } ?? item.mode, mtime: op.mtime ?? item.mtime,
             size: content.size, chunks: content.chunks,
             xattrs: op.xattrs.map(Tree.userAttributes) ?? item.xattrs,
-            version: fold.seq, contentVersion: fold.seq, conflictOf: item.id)
+            version: fold.seq, contentVersion: fold.seq, conflictOf: item.id,
+            isContentPending: op.contentPending == true)
         fold.note("\(item.id) changed since version \(op.base); kept as \(copy.name)")
         store(copy)
         fold.outcome.changed.insert(copy.id)

@@ -22,6 +22,10 @@ enum FuseErrno {
         // Evicting a file with changes not yet uploaded, or while it is open.
         case .busy: return EBUSY
         case .notSupported: return ENOTSUP
+        // Another device announced the file but did not finish uploading it in time.
+        case .contentNotUploaded(let why):
+            FuseLog.logger.warning("\(operation): \(why)")
+            return ETIMEDOUT
         // A failed download or a broken cache: the read cannot give data; the reason is in
         // user.icloud.downloadingError and the log.
         case .identityMismatch, .local, .store, .format:

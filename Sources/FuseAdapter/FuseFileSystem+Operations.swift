@@ -181,6 +181,7 @@ extension FuseFileSystem {
 
     func readdir(_ request: Request, _ parent: fuse_ino_t, _ handle: UInt64, _ size: Int, _ offset: Int, plus: Bool) {
         guard let entries = listings.get(handle) else { return request.error(EBADF) }
+        let folder = try? id(parent)
         var buffer = [CChar](repeating: 0, count: size)
         var used = 0
         buffer.withUnsafeMutableBufferPointer { buffer in
@@ -189,15 +190,20 @@ extension FuseFileSystem {
                 let remaining = size - used
                 let needed: Int
                 if plus {
+                    // Attributes as of now, not of opendir: the kernel caches them, and a
+                    // remote change invalidated since must not be undone by an old listing.
+                    guard let folder,
+                        let attributes = replica.currentAttributes(of: item.attributes.id, named: item.name, in: folder)
+                    else { continue }
                     var entry = fuse_entry_param()
-                    entry.ino = item.attributes.inode
+                    entry.ino = attributes.inode
                     entry.generation = 1
-                    entry.attr = stat(of: item.attributes)
+                    entry.attr = stat(of: attributes)
                     entry.attr_timeout = attributeTimeout
                     entry.entry_timeout = entryTimeout
                     needed = request.addDirectoryEntryPlus(buffer.baseAddress! + used, remaining, item.name, &entry, index + 1)
                     // An entry that does not fit was not handed out: no lookup to count.
-                    if needed <= remaining { inodes.remember(item.attributes.inode, parent: parent, name: item.name) }
+                    if needed <= remaining { inodes.remember(attributes.inode, parent: parent, name: item.name) }
                 } else {
                     var attributes = stat(of: item.attributes)
                     needed = request.addDirectoryEntry(buffer.baseAddress! + used, remaining, item.name, &attributes, index + 1)

@@ -22,6 +22,9 @@ struct MountCommand: AsyncParsableCommand {
               greedy             download every file in the background (default: on demand)
               cache_size=SIZE    bound on downloaded content, e.g. 500M (default 10G)
               offline            never contact the store; queue changes until remounted online
+              upload_limit=RATE  upload bandwidth limit in bytes per second, e.g. 1M (default none)
+              upload_wait=DURATION  how long a read waits for a file another device is still
+                                 uploading before it fails (default 60s)
               ro, allow_other, default_permissions, uid=N, gid=N, umask=OCTAL
               foreground, debug  stay in the foreground; log each operation
             Example: icloudfs mount iCloud.com.example.notes ~/notes -o store=/srv/icloud

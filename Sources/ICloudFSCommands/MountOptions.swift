@@ -18,6 +18,10 @@ public struct MountOptions: Sendable, Equatable {
     public var greedy = false
     public var offline = false
     public var cacheSize: UInt64 = 10 << 30
+    /// Upload bandwidth limit in bytes per second; nil is unlimited.
+    public var uploadLimit: UInt64?
+    /// How long a read waits for content another device is still uploading.
+    public var uploadWait: Duration = .seconds(60)
 
     public init() {}
 
@@ -57,6 +61,14 @@ public struct MountOptions: Sendable, Equatable {
             case "cache_size":
                 guard let size = MountOptions.size(try required()) else { throw .badValue(option, "a size like 10G or 500M") }
                 cacheSize = size
+            case "upload_limit":
+                guard let rate = MountOptions.size(try required()), rate > 0 else {
+                    throw .badValue(option, "bytes per second like 1M or 500K")
+                }
+                uploadLimit = rate
+            case "upload_wait":
+                guard let duration = MountOptions.duration(try required()) else { throw .badValue(option, "a duration like 60s") }
+                uploadWait = duration
             default:
                 if MountOptions.ignored.contains(name) || name.hasPrefix("x-") || name.hasPrefix("comment=") { continue }
                 throw .unknown(name)

@@ -47,6 +47,8 @@ struct Mounter {
         configuration.greedy = options.greedy
         configuration.offline = options.offline
         configuration.cacheSize = options.cacheSize
+        configuration.uploadLimit = options.uploadLimit
+        configuration.pendingContentWait = options.uploadWait
         let replica: Replica
         do {
             let store = try StoreLocation.open(options.store)

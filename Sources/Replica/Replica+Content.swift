@@ -25,6 +25,7 @@ extension Replica {
     /// `open`: for writing without truncation the whole current version is downloaded first,
     /// so that the queued version is complete.
     public func open(_ id: ItemID, write: Bool, truncate: Bool) async throws(ReplicaError) -> OpenFile {
+        await waitUntilAnnounced(id)
         let kind = state.withLock { $0.view.liveItem(id)?.kind }
         guard let kind else { throw .notFound }
         guard kind == .file else { throw kind == .folder ? .isAFolder : .invalidArgument("not a file") }
@@ -45,6 +46,15 @@ extension Replica {
         let file = OpenFile(id: id, writable: write, fd: fd)
         if write && truncate { try await resize(file.id, to: 0) }
         return file
+    }
+
+    /// The kernel invalidation of a pulled change follows the switch of the view by a moment;
+    /// an open in that moment waits (bounded), so its reads are not clamped to a stale size.
+    private func waitUntilAnnounced(_ id: ItemID) async {
+        let deadline = ContinuousClock.now + .seconds(2)
+        while state.withLock({ $0.unannounced.contains(id) }) && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(1))
+        }
     }
 
     /// `read`: serves present bytes at once; otherwise downloads the chunks the range
@@ -246,7 +256,7 @@ extension Replica {
 
     private func fetch(_ id: ItemID, _ piece: ContentChunker.Piece, version: [ChunkRef]) async throws {
         try await downloads.run("\(id)/\(piece.offset)/\(piece.ref.hash)") { [self] in
-            let data = try await container.readChunk(piece.ref)
+            let data = try await readChunk(piece.ref, of: id)
             let path = files.contentPath(id)
             try await BlockingIO.run {
                 let fd = try FileDescriptor.open(path, .writeOnly, options: [.closeOnExec])
@@ -259,6 +269,27 @@ extension Replica {
                 state.content[id] = record
                 state.storedChunks.insert(piece.ref.hash)
                 try saveContent(id, record)
+            }
+        }
+    }
+
+    /// Reads a chunk of `id`. While another device is still uploading the item's content
+    /// (metadata first), a missing chunk is waited for, up to `pendingContentWait`.
+    private func readChunk(_ ref: ChunkRef, of id: ItemID) async throws -> Data {
+        let deadline = ContinuousClock.now + configuration.pendingContentWait
+        while true {
+            do {
+                return try await container.readChunk(ref)
+            } catch let error as StoreError {
+                guard case .notFound = error, state.withLock({ $0.view.item(id)?.isContentPending == true }) else {
+                    throw error
+                }
+                guard ContinuousClock.now < deadline else {
+                    throw ReplicaError.contentNotUploaded(
+                        "the device that wrote this file has not finished uploading it "
+                            + "(waited \(configuration.pendingContentWait)); try again later")
+                }
+                try await Task.sleep(for: .milliseconds(200))
             }
         }
     }

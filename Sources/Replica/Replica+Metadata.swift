@@ -11,6 +11,15 @@ extension Replica {
         }
     }
 
+    /// The attributes of `id` now, if it is still called `name` in `folder`; nil if it moved
+    /// or went away (a listing taken earlier must not hand out what changed since).
+    public func currentAttributes(of id: ItemID, named name: String, in folder: ItemID) -> ItemAttributes? {
+        state.withLock { state in
+            guard let item = state.liveItem(id), item.name == name, item.parent == folder else { return nil }
+            return attributes(item, &state)
+        }
+    }
+
     public func lookup(_ name: String, in folder: ItemID) throws(ReplicaError) -> ItemAttributes {
         try state.withLock { state throws(ReplicaError) in
             guard let child = state.view.child(named: name, in: folder), let item = state.liveItem(child.id) else {

@@ -14,7 +14,10 @@ extension Replica {
     public func push() async throws {
         try await syncLock.withLock {
             try await pullUnlocked()
-            while try await pushOneBatch() {}
+            while true {
+                try await payOwedUploads()
+                guard try await pushOneBatch() else { break }
+            }
         }
     }
 
@@ -30,7 +33,7 @@ extension Replica {
         wakeup.signal()
         while ContinuousClock.now < deadline {
             let done = state.withLock { state in
-                state.device.pending.isEmpty && !state.content.values.contains(where: \.dirty)
+                state.device.pending.isEmpty && state.owed.isEmpty && !state.content.values.contains(where: \.dirty)
             }
             if done { return true }
             try? await Task.sleep(for: .milliseconds(20))
@@ -129,7 +132,13 @@ extension Replica {
             }
             let syncedChanges = outcome.outcomes.reduce(into: Set<ItemID>()) { $0.formUnion($1.changed) }
             let landed = outcome.landedBatch ? inFlight : nil
+            var owed = state.owed
+            if let landed, let ours = entries.first(where: { $0.commit?.commitID == landed.commitID }) {
+                let chunks = ours.commit!.ops.filter(\.announcesPendingContent).flatMap(\.chunks)
+                if !chunks.isEmpty { owed[ours.seq] = chunks }
+            }
             try database.pool.write { db in
+                if owed != state.owed { try database.setMeta("owed", Replica.encodedOwed(owed), db) }
                 try database.saveItems(syncedChanges, of: state.device.synced, db)
                 if let landed {
                     try database.deletePending(landed.localIDs, db)
@@ -139,6 +148,8 @@ extension Replica {
                     "landed", String(decoding: FormatCoding.encode(state.device.landed), as: UTF8.self), db)
             }
             if landed != nil { state.inFlight = nil }
+            state.owed = owed
+            state.unannounced.formUnion(outcome.changed)
             return (outcome, landed, events)
         }
         self.events.append(events)
@@ -149,6 +160,7 @@ extension Replica {
         if let landed { try finishLanded(landed, entries: entries) }
         if !outcome.changed.isEmpty {
             changeObserver.withLock { $0 }?(outcome.changed)
+            state.withLock { $0.unannounced.subtract(outcome.changed) }
             downloadWanted(outcome.changed)
         }
     }
@@ -159,12 +171,7 @@ extension Replica {
         guard let ours = entries.first(where: { $0.commit?.commitID == batch.commitID }), let commit = ours.commit else {
             return
         }
-        let stillNeeded = state.withLock { state in
-            Set(state.device.pending.flatMap { $0.ops.flatMap(\.chunkHashes) })
-        }
-        for hash in Set(commit.ops.flatMap(\.chunkHashes)).subtracting(stillNeeded) {
-            files.unstage(hash)
-        }
+        unstage(commit.ops.flatMap(\.chunkHashes))
         if ours.seq % configuration.snapshotInterval == 0 {
             let tree = state.withLock { $0.device.synced }
             let container = self.container
@@ -179,7 +186,56 @@ extension Replica {
         }
     }
 
-    /// Uploads the next batch's chunks, then appends its commit. False when the queue is empty.
+    /// Drops staged chunks that no queued change and no owed upload needs any more.
+    private func unstage(_ hashes: [ChunkHash]) {
+        let stillNeeded = state.withLock { state in
+            Set(state.device.pending.flatMap { $0.ops.flatMap(\.chunkHashes) } + state.owed.values.joined().map(\.hash))
+        }
+        for hash in Set(hashes).subtracting(stillNeeded) {
+            files.unstage(hash)
+        }
+    }
+
+    static func encodedOwed(_ owed: [UInt64: [ChunkRef]]) -> String? {
+        owed.isEmpty ? nil : String(decoding: FormatCoding.encode(owed), as: UTF8.self)
+    }
+
+    /// Metadata first, second half: uploads the chunks of entries already in the journal,
+    /// then says so with an `uploaded` entry (other devices' reads wait for it).
+    private func payOwedUploads() async throws {
+        while let (entry, chunks) = state.withLock({ $0.owed.min { $0.key < $1.key }.map { ($0.key, $0.value) } }) {
+            try await upload(chunks)
+            let commit = Commit(
+                commitID: UUID().uuidString, device: configuration.deviceName, deviceID: deviceID,
+                time: .now(), ops: [], uploaded: [entry])
+            try await appendAtNextFreeNumber { _, _ in commit }
+            try state.withLock { state in
+                state.owed[entry] = nil
+                try database.pool.write { [owed = state.owed] db in
+                    try database.setMeta("owed", Replica.encodedOwed(owed), db)
+                }
+            }
+            unstage(chunks.map(\.hash))
+        }
+    }
+
+    /// Appends a commit at the next free journal number, catching up on the entries other
+    /// devices took first. `make` builds the commit for a number, nil when none is due.
+    private func appendAtNextFreeNumber(_ make: (inout ReplicaState, UInt64) -> Commit?) async throws {
+        while true {
+            let attempt = state.withLock { state -> (UInt64, Commit)? in
+                let seq = state.device.synced.head + 1
+                return make(&state, seq).map { (seq, $0) }
+            }
+            guard let (seq, commit) = attempt else { return }
+            let appended = try await container.append(commit, at: seq)
+            try await pullUnlocked()
+            if appended { return }
+        }
+    }
+
+    /// Uploads the next batch's chunks, then appends its commit; a batch with many new bytes
+    /// goes metadata first (commit, then chunks). False when the queue is empty.
     private func pushOneBatch() async throws -> Bool {
         let prepared = try state.withLock { state -> (Batch, [ChunkRef])? in
             if state.inFlight == nil {
@@ -197,32 +253,40 @@ extension Replica {
             return (batch, chunks)
         }
         guard let (batch, chunks) = prepared else { return false }
-        try await upload(chunks)
-        while true {
-            let attempt = state.withLock { state -> (UInt64, Commit)? in
-                guard state.inFlight == batch else { return nil }
-                let seq = state.device.synced.head + 1
-                return (seq, state.device.commit(for: batch, device: configuration.deviceName, deviceID: deviceID, seq: seq))
+        let unstored = Set(chunks.map(\.hash))
+        let newBytes = Set(chunks).reduce(UInt64(0)) { $0 + UInt64($1.size) }
+        let metadataFirst = newBytes >= configuration.metadataFirstBytes
+        if !metadataFirst { try await upload(chunks) }
+        try await appendAtNextFreeNumber { state, seq in
+            guard state.inFlight == batch else { return nil }  // landed while catching up
+            var commit = state.device.commit(for: batch, device: configuration.deviceName, deviceID: deviceID, seq: seq)
+            if metadataFirst {
+                commit.ops = commit.ops.map { op in
+                    op.chunks.contains { unstored.contains($0.hash) } ? op.markingContentPending() : op
+                }
             }
-            guard let (seq, commit) = attempt else { return true }  // landed while catching up
-            if try await container.append(commit, at: seq) {
-                try await pullUnlocked()
-                return true
-            }
-            try await pullUnlocked()  // another device took the number: catch up, try the next
+            return commit
         }
+        return true
     }
 
     /// Missing chunks first: a commit never names a chunk the store lacks.
     private func upload(_ chunks: [ChunkRef]) async throws {
         var seen = Set<ChunkHash>()
+        let start = ContinuousClock.now
+        var sent: UInt64 = 0
         for chunk in chunks where seen.insert(chunk.hash).inserted {
+            if state.withLock({ $0.storedChunks.contains(chunk.hash) }) { continue }
             if let data = files.readStaged(chunk.hash) {
                 try await container.writeChunk(chunk.hash, data: data)
+                sent += UInt64(data.count)
             } else if try await !container.hasChunk(chunk.hash) {
                 throw ReplicaError.local("chunk \(chunk.hash) is neither staged locally nor in the store")
             }
             _ = state.withLock { $0.storedChunks.insert(chunk.hash) }
+            if let limit = configuration.uploadLimit {
+                try await Task.sleep(until: start + .seconds(Double(sent) / Double(limit)), clock: .continuous)
+            }
         }
     }
 }

@@ -27,21 +27,25 @@ extension Replica {
             status = .notDownloaded
             percentDownloaded = matchesVersion ? Double(record!.present.coveredBytes(below: item.size)) * 100 / Double(item.size) : 0
         }
-        let isUploading = pending.contains(item.id) || record?.dirty == true
+        // Metadata first: this device still owes the chunks, or another device does.
+        let owedHere = item.isContentPending && state.owed[item.contentVersion] != nil
+        let isUploading = pending.contains(item.id) || record?.dirty == true || owedHere
+        let isUploaded = !isUploading && !item.isContentPending
         return SyncState(
             itemIdentifier: item.id.rawValue, downloadingStatus: status,
             isDownloading: state.downloading.contains(item.id), percentDownloaded: percentDownloaded,
-            downloadRequested: state.downloadRequested.contains(item.id), isUploaded: !isUploading,
-            isUploading: isUploading, percentUploaded: isUploading ? uploadedShare(of: item.id, state) : 100,
+            downloadRequested: state.downloadRequested.contains(item.id), isUploaded: isUploaded,
+            isUploading: isUploading,
+            percentUploaded: isUploaded ? 100 : isUploading ? uploadedShare(of: item, state) : 0,
             hasUnresolvedConflicts: state.view.hasUnresolvedConflicts(item.id),
             downloadingError: state.downloadErrors[item.id], uploadingError: isUploading ? state.uploadError : nil,
             isPinned: isPinned(item.id, state))
     }
 
     /// Share of the bytes of the newest queued content of `id` already in the store.
-    private func uploadedShare(of id: ItemID, _ state: ReplicaState) -> Double {
-        let newest = state.device.pending.reversed().lazy.flatMap(\.ops).first { $0.itemID == id && !$0.chunks.isEmpty }
-        guard let chunks = newest?.chunks else { return 0 }
+    private func uploadedShare(of item: Item, _ state: ReplicaState) -> Double {
+        let newest = state.device.pending.reversed().lazy.flatMap(\.ops).first { $0.itemID == item.id && !$0.chunks.isEmpty }
+        guard let chunks = newest?.chunks ?? (item.isContentPending ? item.chunks : nil) else { return 0 }
         let total = chunks.reduce(0) { $0 + UInt64($1.size) }
         let stored = chunks.filter { state.storedChunks.contains($0.hash) }.reduce(0) { $0 + UInt64($1.size) }
         return total == 0 ? 0 : Double(stored) * 100 / Double(total)
@@ -83,7 +87,7 @@ extension Replica {
             isDownloading: all.contains(where: \.isDownloading),
             percentDownloaded: isDownloaded ? 100 : min(99.9, weighted(\.percentDownloaded, whenEmpty: false)),
             downloadRequested: all.contains(where: \.downloadRequested), isUploaded: isUploaded,
-            isUploading: !isUploaded, percentUploaded: isUploaded ? 100 : min(99.9, weighted(\.percentUploaded, whenEmpty: false)),
+            isUploading: all.contains(where: \.isUploading) || queuedForGoneItems, percentUploaded: isUploaded ? 100 : min(99.9, weighted(\.percentUploaded, whenEmpty: false)),
             hasUnresolvedConflicts: conflicts,
             downloadingError: all.lazy.compactMap(\.downloadingError).first,
             uploadingError: all.lazy.compactMap(\.uploadingError).first ?? (isUploaded ? nil : state.uploadError),

@@ -87,6 +87,9 @@ public final class Replica: Sendable {
                 var state = ReplicaState(
                     device: DeviceView(device: configuration.deviceName, synced: tree, pending: pending, landed: landed),
                     nextLocalID: nextLocalID, inFlight: inFlight, content: try database.loadContent(db))
+                state.owed = try database.meta("owed", db).map {
+                    try FormatCoding.decode([UInt64: [ChunkRef]].self, from: Data($0.utf8))
+                } ?? [:]
                 var inodes = try database.loadInodes(db)
                 if inodes.isEmpty {
                     inodes = [(try database.insertInode(for: .root, db), .root)]

@@ -22,6 +22,13 @@ public struct ReplicaConfiguration: Sendable {
     public var offline = false
     /// A snapshot is written by the device whose commit lands on a multiple of this.
     public var snapshotInterval: UInt64 = 1000
+    /// A batch with at least this many new bytes is published metadata first: its commit
+    /// goes to the journal before its chunks, so other devices see the files at once.
+    public var metadataFirstBytes: UInt64 = 4 << 20
+    /// Upload bandwidth limit in bytes per second; nil is unlimited.
+    public var uploadLimit: UInt64?
+    /// How long a read waits for chunks another device announced but has not uploaded yet.
+    public var pendingContentWait: Duration = .seconds(60)
 
     public init(container: String, cacheDirectory: String, deviceName: String) {
         self.container = container

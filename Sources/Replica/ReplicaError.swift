@@ -16,6 +16,8 @@ public enum ReplicaError: Error, Equatable, Sendable, CustomStringConvertible {
     case notSupported(String)
     /// The cache belongs to another container or another incarnation of it.
     case identityMismatch(String)
+    /// Another device announced this content (metadata first) but has not uploaded it yet.
+    case contentNotUploaded(String)
     /// Reading or writing the local cache failed.
     case local(String)
     case store(StoreError)
@@ -33,6 +35,7 @@ public enum ReplicaError: Error, Equatable, Sendable, CustomStringConvertible {
         case .busy: "busy"
         case .notSupported: "notSupported"
         case .identityMismatch: "identityMismatch"
+        case .contentNotUploaded: "contentNotUploaded"
         case .local: "localCacheFailed"
         case .store(let error): error.code
         case .format(let error): error.code
@@ -47,7 +50,7 @@ public enum ReplicaError: Error, Equatable, Sendable, CustomStringConvertible {
         case .notAFolder: "not a folder"
         case .isAFolder: "is a folder"
         case .invalidName(let why), .invalidArgument(let why), .busy(let why), .notSupported(let why),
-            .identityMismatch(let why), .local(let why):
+            .identityMismatch(let why), .contentNotUploaded(let why), .local(let why):
             why
         case .store(let error): error.message
         case .format(let error): error.message

@@ -22,6 +22,9 @@ struct ReplicaState: Sendable {
     /// Files unlinked on this device (their open handles' later writes are dropped, as POSIX
     /// has it); a file deleted by another device while open here is revived by its writes.
     var unlinkedHere: Set<ItemID> = []
+    /// Items a pull changed whose kernel caches are not invalidated yet: an `open` waits for
+    /// them, or the kernel's stale size would clamp reads of the new content.
+    var unannounced: Set<ItemID> = []
     var downloading: Set<ItemID> = []
     var downloadRequested: Set<ItemID> = []
     /// Whole-file downloads waiting for a background worker, and how many workers run.
@@ -29,6 +32,9 @@ struct ReplicaState: Sendable {
     var downloadWorkers = 0
     var downloadErrors: [ItemID: String] = [:]
     var uploadError: String?
+    /// This device's journal entries published metadata first, with the chunks still owed
+    /// to the store (persisted as meta `owed`; paid, then announced with `uploaded`).
+    var owed: [UInt64: [ChunkRef]] = [:]
     /// Chunks known to be in the store (uploaded or seen there) during this run.
     var storedChunks: Set<ChunkHash> = []
 

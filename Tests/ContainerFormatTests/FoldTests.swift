@@ -217,3 +217,25 @@ struct FoldTests {
         #expect(ItemName.numbered("archive.tar.gz", 2) == "archive.tar 2.gz")
     }
 }
+
+struct MetadataFirstFoldTests {
+    @Test("content announced as pending stays pending until an uploaded entry names its entry")
+    func pendingUntilUploaded() throws {
+        var journal = Journal()
+        journal.commit("a", [file("f", "big.bin", "content").markingContentPending()])
+        #expect(journal.tree.item(ItemID("f"))?.isContentPending == true)
+        // A conflicting edit's copy keeps its own flag; the original is still pending.
+        journal.commit("b", [edit("f", base: 0, "other")])
+        let uploaded = Commit(commitID: "u", device: "a", deviceID: "a", time: .zero, ops: [], uploaded: [1])
+        let outcome = journal.tree.apply(uploaded, seq: 3)
+        #expect(journal.tree.item(ItemID("f"))?.isContentPending == false)
+        #expect(outcome.changed == [ItemID("f")])
+        // The marker survives the journal's JSON form; old entries without it read as done.
+        let decoded = try FormatCoding.decode(Commit.self, from: FormatCoding.encode(uploaded))
+        #expect(decoded.uploaded == [1])
+        let pendingOp = file("g", "g.bin", "x").markingContentPending()
+        let roundTrip = try FormatCoding.decode(ItemOperation.self, from: FormatCoding.encode(pendingOp))
+        #expect(roundTrip.announcesPendingContent)
+        #expect(!file("h", "h.bin", "x").announcesPendingContent)
+    }
+}
