@@ -121,6 +121,10 @@ public struct Item: Hashable, Codable, Sendable {
     public var deleted: Bool
     /// For a conflict copy, the item it conflicts with, until it is renamed away.
     public var conflictOf: ItemID?
+    /// For a conflict copy whose content continues another item's line of edits (the copy
+    /// was made from, or later saved by, an edit of that item): that item. nil when the
+    /// content was written to this item itself. Decides where a save based on it goes.
+    public var contentFrom: ItemID?
     /// `true` while the device that wrote this content is still uploading its chunks
     /// (metadata first); nil otherwise. See ``isContentPending``.
     public var contentPending: Bool?
@@ -135,7 +139,8 @@ public struct Item: Hashable, Codable, Sendable {
         id: ItemID, parent: ItemID, name: String, kind: ItemKind, mode: UInt32,
         mtime: Timestamp, size: UInt64 = 0, chunks: [ChunkRef] = [], target: String? = nil,
         xattrs: [String: Data] = [:], version: UInt64 = 0, contentVersion: UInt64 = 0,
-        deleted: Bool = false, conflictOf: ItemID? = nil, isContentPending: Bool = false
+        deleted: Bool = false, conflictOf: ItemID? = nil, contentFrom: ItemID? = nil,
+        isContentPending: Bool = false
     ) {
         self.id = id
         self.parent = parent
@@ -151,6 +156,7 @@ public struct Item: Hashable, Codable, Sendable {
         self.contentVersion = contentVersion
         self.deleted = deleted
         self.conflictOf = conflictOf
+        self.contentFrom = contentFrom
         self.contentPending = isContentPending ? true : nil
     }
 

@@ -88,7 +88,8 @@ extension Tree {
         fold.outcome.changed.insert(item.id)
     }
 
-    private mutating func update(_ op: ItemOperation.Update, _ fold: inout Fold) {
+    /// `origin`: the item the operation was addressed to, when it was redirected to a copy.
+    private mutating func update(_ op: ItemOperation.Update, _ fold: inout Fold, origin: ItemID? = nil) {
         guard var item = items[op.id] else { return fold.reject("no item \(op.id)") }
         guard let content = op.content else {
             guard !item.deleted else { return fold.note("attributes of deleted \(op.id) ignored") }
@@ -111,7 +112,7 @@ extension Tree {
                 // Based on a version that now lives in a conflict copy: continue there.
                 var redirected = op
                 redirected.id = copy.id
-                return update(redirected, &fold)
+                return update(redirected, &fold, origin: op.id)
             }
             return makeConflictCopy(of: item, with: op, content: content, &fold)
         }
@@ -122,6 +123,7 @@ extension Tree {
         item.xattrs = op.xattrs.map(Tree.userAttributes) ?? item.xattrs
         item.version = fold.seq
         item.contentVersion = fold.seq
+        item.contentFrom = origin
         item.isContentPending = op.contentPending == true
         store(item)
         fold.outcome.changed.insert(item.id)
@@ -149,7 +151,7 @@ extension Tree {
             mode: op.mode.map { $0 & 0o7777 } ?? item.mode, mtime: op.mtime ?? item.mtime,
             size: content.size, chunks: content.chunks,
             xattrs: op.xattrs.map(Tree.userAttributes) ?? item.xattrs,
-            version: fold.seq, contentVersion: fold.seq, conflictOf: item.id,
+            version: fold.seq, contentVersion: fold.seq, conflictOf: item.id, contentFrom: item.id,
             isContentPending: op.contentPending == true)
         fold.note("\(item.id) changed since version \(op.base); kept as \(copy.name)")
         store(copy)
@@ -175,6 +177,7 @@ extension Tree {
         item.name = freeName(op.name, in: parent, for: item.id)
         item.deleted = false
         item.conflictOf = nil
+        item.contentFrom = nil
         item.version = fold.seq
         store(item)
         fold.outcome.changed.insert(item.id)
@@ -203,11 +206,13 @@ extension Tree {
 
     // MARK: - Helpers
 
-    /// The live conflict copy of `id` whose content is version `base`, if any: an operation
-    /// based on that version continues on the copy (one device's successive saves make one
-    /// copy). A copy changed since (by anyone) no longer holds `base`: then it conflicts.
+    /// The live conflict copy of `id` whose content is version `base` of `id`'s line of
+    /// edits, if any: an operation based on that version continues on the copy (one device's
+    /// successive saves make one copy). A copy changed since (by anyone) no longer holds
+    /// `base`: then it conflicts. A copy edited as itself is not `id`'s line, even when its
+    /// new version has the same number.
     private func copy(of id: ItemID, holding base: UInt64) -> Item? {
-        conflictCopies(of: id).first { $0.contentVersion == base }
+        conflictCopies(of: id).first { $0.contentVersion == base && $0.contentFrom == id }
     }
 
     /// `id` if it is a live folder; a deleted folder is revived; anything else means root.

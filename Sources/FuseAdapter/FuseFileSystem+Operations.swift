@@ -122,10 +122,14 @@ extension FuseFileSystem {
         let writable = access == O_WRONLY || access == O_RDWR
         let truncate = info.flags & O_TRUNC != 0
         answerLater(request) { [self] in
-            let file = try await replica.open(try id(inode), write: writable, truncate: truncate && writable)
+            let id = try id(inode)
+            let file = try await replica.open(id, write: writable, truncate: truncate && writable)
             var info = info
             info.fh = files.insert(file)
-            // The kernel's cached pages stay valid between opens: remote changes invalidate them.
+            // The kernel's cached pages stay valid between opens: remote changes invalidate
+            // them. Just after one, a lookup or listing answered before it may have left the
+            // old size in the kernel (it raced the invalidation): drop it before reads start.
+            if replica.pulledRecently(id) { kernel.invalidateInode(inode) }
             info.keep_cache = 1
             request.open(info)
         }

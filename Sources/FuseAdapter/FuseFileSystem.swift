@@ -11,6 +11,7 @@ public final class FuseFileSystem: Sendable {
     let inodes = InodeTable()
     let files = HandleTable<OpenFile>()
     let listings = HandleTable<[ItemAttributesWithName]>()
+    let kernel = KernelCache()
     /// Attributes and names change remotely; invalidations keep the kernel honest, and
     /// these bound how stale it can be if one is missed.
     let attributeTimeout = 1.0

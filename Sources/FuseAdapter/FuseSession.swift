@@ -6,8 +6,8 @@ import Synchronization
 
 /// A mounted filesystem: the libfuse session, its mount point and its loop.
 public final class FuseSession: @unchecked Sendable {
-    // SAFETY: `session` is created in `mount`, used by the loop thread and by notifications
-    // (libfuse allows notifications from other threads), and destroyed after the loop ends.
+    // SAFETY: `session` is created in `mount`, used by the loop thread and, through
+    // `KernelCache` (detached first), by notifications; destroyed after the loop ends.
     private var session: OpaquePointer?
     private let fileSystem: FuseFileSystem
     private let userdata: Unmanaged<FuseFileSystem>
@@ -38,6 +38,7 @@ public final class FuseSession: @unchecked Sendable {
             throw FuseError.cannotMount(
                 "cannot mount on \(mountPoint): is it an existing empty folder, and is /dev/fuse usable (fuse3 installed, root or user_allow_other)?")
         }
+        fileSystem.kernel.attach(session)
         fileSystem.replica.setChangeObserver { [weak self] ids in self?.invalidate(ids) }
     }
 
@@ -52,6 +53,7 @@ public final class FuseSession: @unchecked Sendable {
         _ = icloudfs_session_loop_mt(session, config)
         fuse_loop_cfg_destroy(config)
         fileSystem.replica.setChangeObserver(nil)
+        fileSystem.kernel.attach(nil)
         fuse_remove_signal_handlers(session)
         fuse_session_unmount(session)
         fuse_session_destroy(session)
@@ -61,7 +63,7 @@ public final class FuseSession: @unchecked Sendable {
 
     /// Tells the kernel to forget cached attributes, names and pages of changed items.
     private func invalidate(_ ids: Set<ItemID>) {
-        guard let session else { return }
+        let kernel = fileSystem.kernel
         let replica = fileSystem.replica
         var folders = Set<UInt64>()
         for id in ids {
@@ -72,10 +74,10 @@ public final class FuseSession: @unchecked Sendable {
                 let name = try? replica.name(of: id)
                 let parentInode = parent.flatMap { $0 == .root ? UInt64(FUSE_ROOT_ID) : replica.existingInode(of: $0) }
                 if parentInode != known.parent || name != known.name {
-                    fuse_lowlevel_notify_inval_entry(session, known.parent, known.name, known.name.utf8.count)
+                    kernel.invalidateEntry(known.parent, known.name)
                     folders.insert(known.parent)
                 }
-                fuse_lowlevel_notify_inval_inode(session, inode, 0, 0)
+                kernel.invalidateInode(inode)
             }
             if let parent = try? replica.parent(of: id) {
                 if let folder = parent == .root ? UInt64(FUSE_ROOT_ID) : replica.existingInode(of: parent) {
@@ -84,7 +86,7 @@ public final class FuseSession: @unchecked Sendable {
             }
         }
         for folder in folders {
-            fuse_lowlevel_notify_inval_inode(session, folder, 0, 0)
+            kernel.invalidateInode(folder)
         }
     }
 }

@@ -25,7 +25,6 @@ extension Replica {
     /// `open`: for writing without truncation the whole current version is downloaded first,
     /// so that the queued version is complete.
     public func open(_ id: ItemID, write: Bool, truncate: Bool) async throws(ReplicaError) -> OpenFile {
-        await waitUntilAnnounced(id)
         let kind = state.withLock { $0.view.liveItem(id)?.kind }
         guard let kind else { throw .notFound }
         guard kind == .file else { throw kind == .folder ? .isAFolder : .invalidArgument("not a file") }
@@ -46,15 +45,6 @@ extension Replica {
         let file = OpenFile(id: id, writable: write, fd: fd)
         if write && truncate { try await resize(file.id, to: 0) }
         return file
-    }
-
-    /// The kernel invalidation of a pulled change follows the switch of the view by a moment;
-    /// an open in that moment waits (bounded), so its reads are not clamped to a stale size.
-    private func waitUntilAnnounced(_ id: ItemID) async {
-        let deadline = ContinuousClock.now + .seconds(2)
-        while state.withLock({ $0.unannounced.contains(id) }) && ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(1))
-        }
     }
 
     /// `read`: serves present bytes at once; otherwise downloads the chunks the range

@@ -41,6 +41,18 @@ extension Replica {
         return false
     }
 
+    /// How long after a pull changed an item the kernel may still hold its old attributes
+    /// (the FUSE layer's attribute and entry timeouts, with margin).
+    public static let recentPull = Duration.seconds(3)
+
+    /// Whether a pull changed `id` within ``recentPull``: an `open` then drops the kernel's
+    /// cached size and pages first, or reads of the new content could be cut to the old size.
+    public func pulledRecently(_ id: ItemID) -> Bool {
+        state.withLock { state in
+            state.pulledAt[id].map { ContinuousClock.now - $0 < Replica.recentPull } ?? false
+        }
+    }
+
     /// Number of queued local changes not yet in the journal.
     public var pendingChangeCount: Int {
         state.withLock { $0.device.pending.count }
@@ -149,7 +161,9 @@ extension Replica {
             }
             if landed != nil { state.inFlight = nil }
             state.owed = owed
-            state.unannounced.formUnion(outcome.changed)
+            let now = ContinuousClock.now
+            state.pulledAt = state.pulledAt.filter { now - $0.value < Replica.recentPull }
+            for id in outcome.changed { state.pulledAt[id] = now }
             return (outcome, landed, events)
         }
         self.events.append(events)
@@ -160,7 +174,6 @@ extension Replica {
         if let landed { try finishLanded(landed, entries: entries) }
         if !outcome.changed.isEmpty {
             changeObserver.withLock { $0 }?(outcome.changed)
-            state.withLock { $0.unannounced.subtract(outcome.changed) }
             downloadWanted(outcome.changed)
         }
     }

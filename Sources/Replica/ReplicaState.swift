@@ -22,9 +22,9 @@ struct ReplicaState: Sendable {
     /// Files unlinked on this device (their open handles' later writes are dropped, as POSIX
     /// has it); a file deleted by another device while open here is revived by its writes.
     var unlinkedHere: Set<ItemID> = []
-    /// Items a pull changed whose kernel caches are not invalidated yet: an `open` waits for
-    /// them, or the kernel's stale size would clamp reads of the new content.
-    var unannounced: Set<ItemID> = []
+    /// When a pull last changed each item (recent ones only): the kernel may still hold
+    /// attributes of the version before, from a reply that crossed the invalidation.
+    var pulledAt: [ItemID: ContinuousClock.Instant] = [:]
     var downloading: Set<ItemID> = []
     var downloadRequested: Set<ItemID> = []
     /// Whole-file downloads waiting for a background worker, and how many workers run.

@@ -46,8 +46,9 @@ final class StateDatabase: Sendable {
                     CREATE TABLE inode (ino INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE);
                     """)
         }
-        migrator.registerMigration("v2 content pending") { db in
+        migrator.registerMigration("v2 content pending and origin") { db in
             try db.execute(sql: "ALTER TABLE item ADD COLUMN content_pending INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "ALTER TABLE item ADD COLUMN content_from TEXT")
         }
         return migrator
     }
@@ -82,8 +83,9 @@ final class StateDatabase: Sendable {
         let statement = try db.cachedStatement(
             sql: """
                 INSERT OR REPLACE INTO item (id, parent, name, kind, mode, mtime_s, mtime_ns, size,
-                chunks, target, xattrs, version, content_version, deleted, conflict_of, content_pending)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                chunks, target, xattrs, version, content_version, deleted, conflict_of, content_pending,
+                content_from)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         for id in ids {
             guard let item = tree.item(id) else { continue }
@@ -93,7 +95,7 @@ final class StateDatabase: Sendable {
                 StateDatabase.encode(item.chunks), item.target,
                 item.xattrs.isEmpty ? nil : FormatCoding.encode(item.xattrs),
                 Int64(item.version), Int64(item.contentVersion), item.deleted, item.conflictOf?.rawValue,
-                item.isContentPending,
+                item.isContentPending, item.contentFrom?.rawValue,
             ])
         }
         try setMeta("head", String(tree.head), db)
@@ -109,7 +111,8 @@ final class StateDatabase: Sendable {
             size: UInt64(row["size"] as Int64), chunks: decodeChunks(row["chunks"]), target: row["target"],
             xattrs: xattrs, version: UInt64(row["version"] as Int64),
             contentVersion: UInt64(row["content_version"] as Int64), deleted: row["deleted"],
-            conflictOf: (row["conflict_of"] as String?).map(ItemID.init), isContentPending: row["content_pending"])
+            conflictOf: (row["conflict_of"] as String?).map(ItemID.init),
+            contentFrom: (row["content_from"] as String?).map(ItemID.init), isContentPending: row["content_pending"])
     }
 
     /// Chunk lists as packed 36-byte records (32-byte hash, 4-byte little-endian size): small

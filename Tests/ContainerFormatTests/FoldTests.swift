@@ -218,6 +218,22 @@ struct FoldTests {
     }
 }
 
+struct RedirectTests {
+    @Test("a save continues on the copy of its own line, not on another copy that has the same version number")
+    func redirectPicksTheCopyOfItsLine() {
+        var journal = Journal()
+        journal.commit("a", [file("x", "x.txt", "base")])
+        journal.commit("a", [edit("x", base: 1, "v2")])
+        journal.commit("a", [edit("x", base: 1, "c1")])  // copy x@3.0, "from a" (sorts first)
+        // One entry: b's save loses (copy x@4.0), b edits copy x@3.0 as itself (its version is
+        // now 4 too), then b saves x again on top of its own losing version 4.
+        journal.commit("b", [edit("x", base: 1, "c2"), edit("x@3.0", base: 3, "c1b"), edit("x", base: 4, "c2b")])
+        #expect(journal.tree.item(ItemID("x@3.0"))?.chunks == content("c1b").chunks)
+        #expect(journal.tree.item(ItemID("x@4.0"))?.chunks == content("c2b").chunks)
+        #expect(journal.tree.item(ItemID("x"))?.chunks == content("v2").chunks)
+    }
+}
+
 struct MetadataFirstFoldTests {
     @Test("content announced as pending stays pending until an uploaded entry names its entry")
     func pendingUntilUploaded() throws {
