@@ -138,15 +138,27 @@ extension FuseFileSystem {
     func read(_ request: Request, _ handle: UInt64, _ size: Int, _ offset: Int) {
         guard let file = files.get(handle) else { return request.error(EBADF) }
         answerLater(request) { [replica] in
-            request.buffer(try await replica.read(file, offset: UInt64(offset), count: size))
+            request.data(try await replica.readable(file, offset: UInt64(offset), count: size))
         }
     }
 
-    func write(_ request: Request, _ handle: UInt64, _ data: Data, _ offset: Int) {
+    /// `write_buf`: the bytes go from the kernel's buffer (spliced when it can) straight into
+    /// the local file.
+    func write(_ request: Request, _ handle: UInt64, _ source: UnsafeMutablePointer<fuse_bufvec>, _ offset: Int) {
         guard let file = files.get(handle) else { return request.error(EBADF) }
         answer(request) {
-            try replica.write(file, offset: UInt64(offset), data: data)
-            request.written(data.count)
+            let count = try replica.write(file, offset: UInt64(offset)) { fd in
+                var target = fuse_bufvec()
+                target.count = 1
+                target.buf.size = fuse_buf_size(source)
+                target.buf.flags = fuse_buf_flags(rawValue: FUSE_BUF_IS_FD.rawValue | FUSE_BUF_FD_SEEK.rawValue)
+                target.buf.fd = fd
+                target.buf.pos = off_t(offset)
+                let copied = fuse_buf_copy(&target, source, fuse_buf_copy_flags(rawValue: 0))
+                guard copied >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: Int32(-copied)) ?? .EIO) }
+                return copied
+            }
+            request.written(count)
         }
     }
 

@@ -21,6 +21,11 @@ enum FuseOperations {
             if connection.pointee.capable & UInt32(FUSE_CAP_ATOMIC_O_TRUNC) != 0 {
                 connection.pointee.want |= UInt32(FUSE_CAP_ATOMIC_O_TRUNC)
             }
+            // Reads are answered by splicing from the cache file, writes spliced into it.
+            for capability in [FUSE_CAP_SPLICE_WRITE, FUSE_CAP_SPLICE_MOVE, FUSE_CAP_SPLICE_READ]
+            where connection.pointee.capable & UInt32(capability) != 0 {
+                connection.pointee.want |= UInt32(capability)
+            }
             // Page cache invalidation is explicit (remote changes), not on every mtime change.
             connection.pointee.want &= ~UInt32(FUSE_CAP_AUTO_INVAL_DATA)
         }
@@ -78,9 +83,8 @@ enum FuseOperations {
         ops.read = { req, _, size, offset, info in
             fileSystem(req).read(Request(req!, "read"), info!.pointee.fh, size, Int(offset))
         }
-        ops.write = { req, _, buffer, size, offset, info in
-            let data = Data(bytes: buffer!, count: size)
-            fileSystem(req).write(Request(req!, "write"), info!.pointee.fh, data, Int(offset))
+        ops.write_buf = { req, _, source, offset, info in
+            fileSystem(req).write(Request(req!, "write"), info!.pointee.fh, source!, Int(offset))
         }
         ops.flush = { req, _, info in
             fileSystem(req).flush(Request(req!, "flush"), info!.pointee.fh)

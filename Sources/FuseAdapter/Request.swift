@@ -86,6 +86,19 @@ final class Request: @unchecked Sendable {
         }
     }
 
+    /// Answers a read with bytes of a file: libfuse splices them from the file to the
+    /// kernel when it can, so they are never copied through this process.
+    func data(_ bytes: CachedBytes) {
+        guard claim() else { return }
+        var vector = fuse_bufvec()
+        vector.count = 1
+        vector.buf.size = bytes.count
+        vector.buf.flags = fuse_buf_flags(rawValue: FUSE_BUF_IS_FD.rawValue | FUSE_BUF_FD_SEEK.rawValue)
+        vector.buf.fd = bytes.fd
+        vector.buf.pos = off_t(bytes.offset)
+        _ = fuse_reply_data(raw, &vector, FUSE_BUF_SPLICE_MOVE)
+    }
+
     func buffer(_ bytes: UnsafeRawBufferPointer) {
         guard claim() else { return }
         _ = fuse_reply_buf(raw, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), bytes.count)

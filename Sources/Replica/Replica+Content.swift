@@ -20,6 +20,14 @@ public final class OpenFile: Sendable {
     }
 }
 
+/// Bytes of an open file's local copy: `count` bytes at `offset` of descriptor `fd` (valid
+/// while the file is open).
+public struct CachedBytes: Sendable {
+    public let fd: Int32
+    public let offset: UInt64
+    public let count: Int
+}
+
 /// File content: placeholders filled on read, local writes, and queuing a written file.
 extension Replica {
     /// `open`: for writing without truncation the whole current version is downloaded first,
@@ -47,34 +55,51 @@ extension Replica {
         return file
     }
 
-    /// `read`: serves present bytes at once; otherwise downloads the chunks the range
-    /// touches first, then the rest of the file in the background.
-    public func read(_ file: OpenFile, offset: UInt64, count: Int) async throws(ReplicaError) -> Data {
+    /// `read`: makes the range present (the chunks it touches are downloaded first, the rest
+    /// of the file then in the background) and says where its bytes are: the caller hands
+    /// them to the kernel straight from the cache file (splice), without copying them here.
+    public func readable(_ file: OpenFile, offset: UInt64, count: Int) async throws(ReplicaError) -> CachedBytes {
         let plan = try prepareRead(file.id, offset..<offset + UInt64(count))
         if !plan.missing.isEmpty {
             try await fetch(file.id, plan.missing, version: plan.chunks)
             startBackgroundDownload(file.id)
         }
         let end = min(offset + UInt64(count), plan.size)
-        guard end > offset else { return Data() }
+        return CachedBytes(fd: file.fd.rawValue, offset: offset, count: end > offset ? Int(end - offset) : 0)
+    }
+
+    /// `read` into memory.
+    public func read(_ file: OpenFile, offset: UInt64, count: Int) async throws(ReplicaError) -> Data {
+        let bytes = try await readable(file, offset: offset, count: count)
         do {
-            return try FileIO.read(file.fd, offset: offset, count: Int(end - offset))
+            return try FileIO.read(file.fd, offset: bytes.offset, count: bytes.count)
         } catch {
             throw .local("cannot read the cache file of \(file.id): \(error)")
         }
     }
 
-    /// `write`: into the local file at local-disk speed; queued when the file is closed.
+    /// `write` of bytes in memory.
     public func write(_ file: OpenFile, offset: UInt64, data: Data) throws(ReplicaError) {
+        _ = try write(file, offset: offset) { fd in
+            try FileIO.writeAll(FileDescriptor(rawValue: fd), data, offset: offset)
+            return data.count
+        }
+    }
+
+    /// `write`: `copy` puts the bytes into the local file (given as a descriptor, so the
+    /// caller can splice them from the kernel) and returns how many; they are queued when
+    /// the file is closed. Returns the count.
+    public func write(_ file: OpenFile, offset: UInt64, copy: (Int32) throws -> Int) throws(ReplicaError) -> Int {
         guard file.writable else { throw .invalidArgument("file not open for writing") }
+        let count: Int
         do {
-            try FileIO.writeAll(file.fd, data, offset: offset)
+            count = try copy(file.fd.rawValue)
         } catch {
             throw .local("cannot write the cache file of \(file.id): \(error)")
         }
         try state.withLock { state throws(ReplicaError) in
             var record = state.content[file.id] ?? .empty
-            let end = offset + UInt64(data.count)
+            let end = offset + UInt64(count)
             let wasDirty = record.dirty
             record.present.insert(offset..<end)
             record.size = max(record.size, end)
@@ -84,6 +109,7 @@ extension Replica {
             state.dirtyMtime[file.id] = Timestamp.now()
             if !wasDirty { try saveContent(file.id, record) }
         }
+        return count
     }
 
     /// `flush` / `fsync` / `release`: queues the written file. With `durable`, returns only
