@@ -28,10 +28,13 @@ let package = Package(
             pkgConfig: "fuse3",
             providers: [.apt(["libfuse3-dev"])]
         ),
+        // Linux calls glibc hides behind _GNU_SOURCE (syncfs).
+        .systemLibrary(name: "CLinux"),
         // The remote: a small S3-shaped blob protocol and the directory store.
         .target(
             name: "BlobStore",
             dependencies: [
+                "CLinux",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]

@@ -34,6 +34,10 @@ public protocol BlobStore: Sendable {
 
     /// See the extension: nil unless the store can notify.
     func changeNotifications(prefix: String) -> AsyncStream<Void>?
+
+    /// Stores each object whose key is free, leaving existing ones as they are; all are
+    /// durable when it returns. See the extension for the default (several at once).
+    func putAllIfAbsent(_ objects: [(key: BlobKey, data: Data)]) async throws
 }
 
 extension BlobStore {
@@ -41,6 +45,24 @@ extension BlobStore {
     /// can tell (nil where it cannot: callers poll). A hint only: yields may be spurious or
     /// coalesced, and callers still read to find out what changed.
     public func changeNotifications(prefix: String) -> AsyncStream<Void>? { nil }
+
+    /// Eight `putIfAbsent` calls in flight at once: a remote store's latency, not its
+    /// bandwidth, bounds one-at-a-time uploads of small objects.
+    public func putAllIfAbsent(_ objects: [(key: BlobKey, data: Data)]) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, object) in objects.enumerated() {
+                if index >= 8 { try await group.next() }
+                group.addTask {
+                    do {
+                        try await putIfAbsent(object.key, data: object.data)
+                    } catch StoreError.alreadyExists {
+                        return
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
 
     /// Every key under `prefix`, paging through ``list(prefix:after:limit:)``.
     public func listAll(prefix: String, after: BlobKey? = nil) async throws -> [BlobKey] {

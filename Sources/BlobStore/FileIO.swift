@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import SystemPackage
 
@@ -49,6 +50,15 @@ public enum FileIO {
         } catch {
             throw .ioError
         }
+    }
+
+    /// Flushes everything written to the filesystem holding `folder` (one `syncfs`): cheaper
+    /// than an fsync per file when many small files were written.
+    public static func syncFileSystem(containing folder: String) throws(Errno) {
+        let fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw Errno(rawValue: errno) }
+        defer { close(fd) }
+        guard syncfs(fd) == 0 else { throw Errno(rawValue: errno) }
     }
 
     /// Makes a rename or link in `folder` durable.

@@ -93,13 +93,10 @@ public struct ContainerStore: Sendable {
         try await store.size(of: chunkKey(hash)) != nil
     }
 
-    /// Stores a chunk once: a chunk that is there already is left as it is.
-    public func writeChunk(_ hash: ChunkHash, data: Data) async throws {
-        do {
-            try await store.putIfAbsent(chunkKey(hash), data: data)
-        } catch StoreError.alreadyExists {
-            return
-        }
+    /// Stores chunks once each (one already there is left as it is); all are durable when
+    /// this returns.
+    public func writeChunks(_ chunks: [(hash: ChunkHash, data: Data)]) async throws {
+        try await store.putAllIfAbsent(chunks.map { (chunkKey($0.hash), $0.data) })
     }
 
     // MARK: Journal

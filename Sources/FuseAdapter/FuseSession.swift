@@ -61,8 +61,18 @@ public final class FuseSession: @unchecked Sendable {
         userdata.release()
     }
 
-    /// Tells the kernel to forget cached attributes, names and pages of changed items.
+    /// Tells the kernel to forget cached attributes, names and pages of changed items, and
+    /// again a moment later: a lookup or listing answered just before the change can reach
+    /// the kernel after the first invalidation and cache the old name or size again.
     private func invalidate(_ ids: Set<ItemID>) {
+        invalidateNow(ids)
+        Task.detached { [weak self] in
+            try? await Task.sleep(for: .milliseconds(100))
+            self?.invalidateNow(ids)
+        }
+    }
+
+    private func invalidateNow(_ ids: Set<ItemID>) {
         let kernel = fileSystem.kernel
         let replica = fileSystem.replica
         var folders = Set<UInt64>()

@@ -15,8 +15,9 @@ struct ContentChunker {
     /// The chunks of the first `size` bytes of `fd`; calls `body` with each chunk's bytes.
     func chunks(of fd: FileDescriptor, size: UInt64, _ body: (Piece, UnsafeRawBufferPointer) throws -> Void) throws -> [Piece] {
         let maximum = chunker.parameters.maximumSize
-        let blockSize = max(maximum * 2, 16 << 20)
-        var buffer = [UInt8](repeating: 0, count: blockSize)
+        // Small files (most files) need a small buffer: no 16 MiB to fault in per save.
+        let blockSize = Int(min(UInt64(max(maximum * 2, 16 << 20)), max(size, 1)))
+        var buffer = [UInt8](unsafeUninitializedCapacity: blockSize) { _, count in count = blockSize }
         var pieces: [Piece] = []
         var fileOffset: UInt64 = 0  // of buffer[0]
         var filled = 0

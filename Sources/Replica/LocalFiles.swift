@@ -48,31 +48,36 @@ struct LocalFiles: Sendable {
         unlink(contentPath(id))
     }
 
+    /// Flushes everything written in the cache (staged chunks, content files, folders) with
+    /// one `syncfs` of its filesystem.
+    func syncAll() throws {
+        try FileIO.syncFileSystem(containing: root)
+    }
+
     /// Copies a chunk's bytes aside until it is uploaded (content-addressed: staging the same
-    /// chunk twice is harmless).
-    func stage(_ hash: ChunkHash, _ bytes: UnsafeRawBufferPointer, durable: Bool) throws {
+    /// chunk twice is harmless). Not synced: `syncAll` makes a durable save durable.
+    func stage(_ hash: ChunkHash, _ bytes: UnsafeRawBufferPointer) throws {
         let path = stagedPath(hash)
         if access(path, F_OK) == 0 { return }
-        let folder = (path as NSString).deletingLastPathComponent
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let temporary = "\(root)/tmp/\(hash.hex).\(UInt64.random(in: 0...UInt64.max))"
         let fd = try FileDescriptor.open(
             temporary, .writeOnly, options: [.create, .truncate, .closeOnExec], permissions: [.ownerReadWrite])
         do {
             _ = try fd.writeAll(toAbsoluteOffset: 0, bytes)
-            if durable { fsync(fd.rawValue) }
             try fd.close()
         } catch {
             try? fd.close()
             unlink(temporary)
             throw error
         }
-        guard rename(temporary, path) == 0 else { throw Errno(rawValue: errno) }
-        if durable {
-            let folderFD = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if folderFD >= 0 {
-                fsync(folderFD)
-                close(folderFD)
+        if rename(temporary, path) != 0 {
+            // The folder for this hash prefix is made on first use only (no stat per chunk).
+            guard errno == ENOENT, mkdir((path as NSString).deletingLastPathComponent, 0o700) == 0 || errno == EEXIST,
+                rename(temporary, path) == 0
+            else {
+                let error = Errno(rawValue: errno)
+                unlink(temporary)
+                throw error
             }
         }
     }

@@ -353,7 +353,7 @@ extension Replica {
                     let fd = try files.openContent(id, writable: false)
                     defer { try? fd.close() }
                     return try ContentChunker(chunker: chunker).chunks(of: fd, size: snapshot.size) { piece, bytes in
-                        try files.stage(piece.ref.hash, bytes, durable: durable)
+                        try files.stage(piece.ref.hash, bytes)
                     }
                 }
             } catch {
@@ -390,9 +390,11 @@ extension Replica {
         if durable { try makeDurable() }
     }
 
-    /// Flushes the state database to disk (`fsync`; staged chunks were synced as written).
+    /// Flushes staged chunks and the state database to disk: one `syncfs` of the cache's
+    /// filesystem instead of an fsync per chunk file, then a checkpoint of the database.
     func makeDurable() throws(ReplicaError) {
         do {
+            try files.syncAll()
             try database.pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA wal_checkpoint(FULL)")
             }

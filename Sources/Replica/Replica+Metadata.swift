@@ -214,7 +214,7 @@ extension Replica {
         }
         state.nextLocalID += 1
         state.device.append(change)
-        wakeup.signal()
+        pushAfterPause()
     }
 
     func attributes(_ item: Item, _ state: inout ReplicaState) -> ItemAttributes {

@@ -26,6 +26,23 @@ extension Replica {
         wakeup.signal()
     }
 
+    /// A local change wakes the loop after a short pause, so that a burst of changes (tar x,
+    /// cp -r) goes up as a few large commits, not one per file.
+    func pushAfterPause() {
+        let first = pushPending.withLock { pending in
+            defer { pending = true }
+            return !pending
+        }
+        guard first else { return }
+        Task { [self] in
+            try? await Task.sleep(for: Replica.pushPause)
+            pushPending.withLock { $0 = false }
+            wakeup.signal()
+        }
+    }
+
+    static let pushPause = Duration.milliseconds(50)
+
     /// Waits until the queue is empty and no file has unqueued writes, or `timeout` passes.
     /// Returns whether everything was uploaded.
     public func waitUntilUploaded(timeout: Duration) async -> Bool {
@@ -283,20 +300,35 @@ extension Replica {
         return true
     }
 
-    /// Missing chunks first: a commit never names a chunk the store lacks.
+    /// Missing chunks first: a commit never names a chunk the store lacks. Chunks go in
+    /// groups (one store flush each), small groups under an upload limit so it is kept.
     private func upload(_ chunks: [ChunkRef]) async throws {
         var seen = Set<ChunkHash>()
+        let due = chunks.filter { chunk in
+            seen.insert(chunk.hash).inserted && !state.withLock { $0.storedChunks.contains(chunk.hash) }
+        }
+        let groupBytes = configuration.uploadLimit.map { max(1 << 20, Int($0 / 4)) } ?? (32 << 20)
         let start = ContinuousClock.now
         var sent: UInt64 = 0
-        for chunk in chunks where seen.insert(chunk.hash).inserted {
-            if state.withLock({ $0.storedChunks.contains(chunk.hash) }) { continue }
-            if let data = files.readStaged(chunk.hash) {
-                try await container.writeChunk(chunk.hash, data: data)
-                sent += UInt64(data.count)
-            } else if try await !container.hasChunk(chunk.hash) {
-                throw ReplicaError.local("chunk \(chunk.hash) is neither staged locally nor in the store")
+        var next = due.startIndex
+        while next < due.endIndex {
+            var group: [(hash: ChunkHash, data: Data)] = []
+            var bytes = 0
+            while next < due.endIndex && (group.isEmpty || bytes + Int(due[next].size) <= groupBytes) {
+                let chunk = due[next]
+                next += 1
+                if let data = files.readStaged(chunk.hash) {
+                    group.append((chunk.hash, data))
+                    bytes += data.count
+                } else if try await !container.hasChunk(chunk.hash) {
+                    throw ReplicaError.local("chunk \(chunk.hash) is neither staged locally nor in the store")
+                }
             }
-            _ = state.withLock { $0.storedChunks.insert(chunk.hash) }
+            try await container.writeChunks(group)
+            state.withLock { state in
+                for chunk in group { state.storedChunks.insert(chunk.hash) }
+            }
+            sent += UInt64(bytes)
             if let limit = configuration.uploadLimit {
                 try await Task.sleep(until: start + .seconds(Double(sent) / Double(limit)), clock: .continuous)
             }

@@ -23,6 +23,8 @@ public final class Replica: Sendable {
     let state: Mutex<ReplicaState>
     let syncLock = AsyncLock()
     let wakeup = WakeupSignal()
+    /// A wake-up for local changes is already scheduled (see `pushAfterPause`).
+    let pushPending = Mutex(false)
     let loop = Mutex<Task<Void, Never>?>(nil)
     let changeObserver = Mutex<(@Sendable (Set<ItemID>) -> Void)?>(nil)
     let downloads = DownloadTable()

@@ -49,7 +49,7 @@ def step(root):
             if os.path.exists(path):
                 return
             token = f"s{seed}-{counter}"
-            with open(path, "w") as f:
+            with open(path, "x") as f:  # only a file this step created counts as created
                 f.write(token)
             written.add(token)
             log(root, "create", path, token)
@@ -75,9 +75,13 @@ def step(root):
             target = os.path.join(root, target_folder, rng.choice(names))
             old = None
             if os.path.isfile(target) and not is_dir:
-                old = read(target)
-                if old is not None:
+                # Replace only the file that was read: a name can move to another file
+                # meanwhile (another device's change), as on any shared filesystem.
+                with open(target) as f:
+                    old = f.read()
                     replaced_while_seen.add(old)
+                    if os.stat(target).st_ino != os.fstat(f.fileno()).st_ino:
+                        return
             os.rename(os.path.join(root, source), target)
             log(root, "rename", os.path.join(root, source), f"-> {os.path.relpath(target, root)} over {old or ''}")
         elif choice == 8 and files:
@@ -86,6 +90,8 @@ def step(root):
             with open(path) as f:
                 seen = f.read()
                 replaced_while_seen.add(seen)
+                if os.stat(path).st_ino != os.fstat(f.fileno()).st_ino:
+                    return  # the name moved to another file meanwhile
                 os.unlink(path)
             log(root, "delete", path, seen)
         elif folders[1:]:
