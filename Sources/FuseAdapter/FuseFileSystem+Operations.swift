@@ -129,7 +129,7 @@ extension FuseFileSystem {
             // The kernel's cached pages stay valid between opens: remote changes invalidate
             // them. Just after one, a lookup or listing answered before it may have left the
             // old size in the kernel (it raced the invalidation): drop it before reads start.
-            if replica.pulledRecently(id) { kernel.invalidateInode(inode) }
+            if replica.pulledRecently(id) { await kernel.invalidateInode(inode) }
             info.keep_cache = 1
             request.open(info)
         }

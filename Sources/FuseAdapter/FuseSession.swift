@@ -65,11 +65,9 @@ public final class FuseSession: @unchecked Sendable {
     /// again a moment later: a lookup or listing answered just before the change can reach
     /// the kernel after the first invalidation and cache the old name or size again.
     private func invalidate(_ ids: Set<ItemID>) {
-        invalidateNow(ids)
-        Task.detached { [weak self] in
-            try? await Task.sleep(for: .milliseconds(100))
-            self?.invalidateNow(ids)
-        }
+        let kernel = fileSystem.kernel
+        kernel.run { [weak self] in self?.invalidateNow(ids) }
+        kernel.run(after: .milliseconds(100)) { [weak self] in self?.invalidateNow(ids) }
     }
 
     private func invalidateNow(_ ids: Set<ItemID>) {
@@ -84,10 +82,10 @@ public final class FuseSession: @unchecked Sendable {
                 let name = try? replica.name(of: id)
                 let parentInode = parent.flatMap { $0 == .root ? UInt64(FUSE_ROOT_ID) : replica.existingInode(of: $0) }
                 if parentInode != known.parent || name != known.name {
-                    kernel.invalidateEntry(known.parent, known.name)
+                    kernel.invalidateEntryNow(known.parent, known.name)
                     folders.insert(known.parent)
                 }
-                kernel.invalidateInode(inode)
+                kernel.invalidateInodeNow(inode)
             }
             if let parent = try? replica.parent(of: id) {
                 if let folder = parent == .root ? UInt64(FUSE_ROOT_ID) : replica.existingInode(of: parent) {
@@ -96,7 +94,7 @@ public final class FuseSession: @unchecked Sendable {
             }
         }
         for folder in folders {
-            kernel.invalidateInode(folder)
+            kernel.invalidateInodeNow(folder)
         }
     }
 }

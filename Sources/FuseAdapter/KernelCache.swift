@@ -1,8 +1,13 @@
 import CFuse3
+import Dispatch
 import Synchronization
 
 /// The kernel's caches of one mounted session, and the one place that tells the kernel to
 /// drop them (libfuse allows these notifications from any thread).
+///
+/// A notification can block: dropping pages waits for reads of them in progress, which our
+/// own tasks answer. So notifications run on a thread of their own, never on Swift's few
+/// cooperative threads (blocking those could leave no thread to answer the read).
 final class KernelCache: Sendable {
     private struct Session: @unchecked Sendable {
         // SAFETY: only used under the lock; the session detaches before libfuse destroys it.
@@ -10,22 +15,41 @@ final class KernelCache: Sendable {
     }
 
     private let session = Mutex(Session(pointer: nil))
+    private let queue = DispatchQueue(label: "icloudfs.kernel-cache")
 
     func attach(_ session: OpaquePointer?) {
         self.session.withLock { $0 = Session(pointer: session) }
     }
 
-    /// Drops cached attributes and pages of `inode`.
-    func invalidateInode(_ inode: UInt64) {
+    /// Runs `body` on the notification thread, after `delay`.
+    func run(after delay: Duration = .zero, _ body: @escaping @Sendable () -> Void) {
+        let (seconds, attoseconds) = delay.components
+        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+        queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds), execute: body)
+    }
+
+    /// Drops cached attributes and pages of `inode`; returns when the kernel has.
+    func invalidateInode(_ inode: UInt64) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            queue.async {
+                self.invalidateInodeNow(inode)
+                continuation.resume()
+            }
+        }
+    }
+
+    /// On the notification thread only (see `run`).
+    func invalidateInodeNow(_ inode: UInt64) {
+        dispatchPrecondition(condition: .onQueue(queue))
         session.withLock { session in
             guard let pointer = session.pointer else { return }
             _ = fuse_lowlevel_notify_inval_inode(pointer, inode, 0, 0)
         }
     }
 
-    /// Drops the cached name `name` in `folder`. Never from within a request on that folder:
-    /// the kernel holds its lock then, and this would wait for it.
-    func invalidateEntry(_ folder: UInt64, _ name: String) {
+    /// Drops the cached name `name` in `folder`. On the notification thread only.
+    func invalidateEntryNow(_ folder: UInt64, _ name: String) {
+        dispatchPrecondition(condition: .onQueue(queue))
         session.withLock { session in
             guard let pointer = session.pointer else { return }
             _ = fuse_lowlevel_notify_inval_entry(pointer, folder, name, name.utf8.count)
