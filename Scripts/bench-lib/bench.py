@@ -31,6 +31,8 @@ from pathlib import Path
 CONTAINER = "iCloud.com.example.bench"
 BIG_CONTAINER = "iCloud.com.example.bench100k"
 MiB = 1 << 20
+# A repetition that takes longer than this is not repeated (the output says so).
+LONG_RUN_S = 300
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -371,8 +373,7 @@ class Perf:
                     if line:
                         kept.append(line[:200])
                 f.write("\n".join(kept) + "\n\n")
-        self.data.unlink(missing_ok=True)
-        return False
+        return False  # the .data file stays beside the report, for `perf report -i` by hand
 
 
 # ---------------------------------------------------------------------------- the run
@@ -561,6 +562,10 @@ class Bench:
                     if target.name != "native":
                         self.add("W7sync", target.name, synced)
                     log(f"  {target.name} W7 tar x {seconds:.2f} s, then {synced:.2f} s until in the store")
+                    if seconds > LONG_RUN_S and rep + 1 < self.reps:
+                        self.notes.append(f"W7 on {target.name}: one repetition took {seconds:.0f} s, more than "
+                                          f"{LONG_RUN_S} s, so it was not repeated")
+                        break
         finally:
             target.stop()
 
@@ -671,6 +676,7 @@ class Bench:
                 log(f"W3..W7 on {target.name}")
                 self.w3_to_w7(target)
                 self.load(f"after W3..W7 {target.name}")
+            write_outputs(self, interrupted=True, partial=True)
         if self.wants("memory") or self.wants("mount"):
             log("memory and mount time with a 100,000-item container")
             self.memory_and_mount(icloudfs, rclone)
@@ -721,7 +727,9 @@ def machine_description(work):
     cpu = first("lscpu | sed -n 's/^Model name: *//p' | head -n1") or platform.processor()
     mem = first("free -b | awk '/^Mem:/ {print $2}'")
     fs = first(f"df -T '{work}' | awk 'NR==2 {{print $1\" \"$2}}'")
-    disk = first(f"lsblk -ndo NAME,SIZE,ROTA,MODEL $(df --output=source '{work}' | tail -n1) 2>/dev/null")
+    disk = " ".join(first(f"lsblk -ndo NAME,SIZE,ROTA $(df --output=source '{work}' | tail -n1) 2>/dev/null").split())
+    if disk.endswith(" 1") or disk.endswith(" 0"):
+        disk = disk[:-2] + (" (rotational, as the kernel reports it)" if disk.endswith("1") else " (non-rotational)")
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
@@ -736,7 +744,7 @@ def machine_description(work):
     }
 
 
-def write_outputs(bench, interrupted=False):
+def write_outputs(bench, interrupted=False, partial=False):
     out = bench.out
     workloads = {}
     for key, label, unit, higher, goal, check in ROWS:
@@ -776,7 +784,8 @@ def write_outputs(bench, interrupted=False):
         chart(result, out / "bench.png")
     except Exception as error:
         log(f"no chart: {error}")
-    log(f"wrote {out / 'bench.json'}, {out / 'bench.md'}, {out / 'bench.png'}")
+    if not partial:
+        log(f"wrote {out / 'bench.json'}, {out / 'bench.md'}, {out / 'bench.png'}")
 
 
 def fmt(value, unit):
@@ -807,7 +816,7 @@ def markdown(result):
         lines.append(f"**Note:** {note}")
         lines.append("")
     if result["interrupted"]:
-        lines += ["**Interrupted: the figures below are partial.**", ""]
+        lines += ["**Not finished (still running, interrupted or stopped): the figures below are partial.**", ""]
     lines += [
         "| workload | unit | native | rclone | icloudfs | icloudfs goal | holds |",
         "|---|---|---|---|---|---|---|",
