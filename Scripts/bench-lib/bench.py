@@ -877,7 +877,7 @@ def chart(result, path):
         goals.append(goal_ratio.get(key, 10000 / n if key == "W3" else None))
     if not keys:
         return
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 5))
     xs = range(len(keys))
     width = 0.38
     ax.bar([x - width / 2 for x in xs], icloudfs, width, label="icloudfs / native", color="#3b7dd8")
@@ -892,8 +892,11 @@ def chart(result, path):
     ax.set_ylabel("speed relative to native (higher is better, log)")
     title = f"icloudfs and rclone relative to native, {result['date']}" + (" (quick)" if result["quick"] else "")
     ax.set_title(title, fontsize=10)
-    ax.legend(loc="lower left", fontsize=8)
-    ax.text(0.99, 0.02, "dashed: icloudfs goal", transform=ax.transAxes, ha="right", fontsize=8)
+    from matplotlib.lines import Line2D
+    handles, labels = ax.get_legend_handles_labels()
+    handles.append(Line2D([], [], color="black", linestyle="dashed", linewidth=1))
+    labels.append("icloudfs goal")
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=3, fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
