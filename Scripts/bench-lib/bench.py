@@ -342,7 +342,7 @@ class Perf:
             self.process = subprocess.Popen(
                 ["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-p", str(self.pid), "-o", str(self.data)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(0.3)
+            time.sleep(1.0)  # perf needs a moment to attach; a shorter wait lost a whole W1 profile under load
         return self
 
     def __exit__(self, *exc):
