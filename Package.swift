@@ -11,6 +11,8 @@ let package = Package(
         .executable(name: "icloudfs", targets: ["icloudfs"]),
         // What mount(8) runs for `mount -t icloudfs` and fstab.
         .executable(name: "mount.icloudfs", targets: ["MountICloudFS"]),
+        // Scripts/bench's micro-benchmarks and its 100,000-item container (release mode).
+        .executable(name: "icloudfs-bench", targets: ["icloudfs-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -96,6 +98,10 @@ let package = Package(
         ),
         .executableTarget(name: "icloudfs", dependencies: ["ICloudFSCommands"]),
         .executableTarget(name: "MountICloudFS", dependencies: ["ICloudFSCommands"]),
+        .executableTarget(
+            name: "icloudfs-bench",
+            dependencies: ["ContainerFormat", "BlobStore", .product(name: "SystemPackage", package: "swift-system")]
+        ),
 
         // Test support shared by every test target.
         .target(

@@ -1,0 +1,975 @@
+#!/usr/bin/env python3
+"""The orchestrator behind Scripts/bench (issue 7): runs each workload on three targets side
+by side and writes bench.json, bench.md and bench.png into the output folder.
+
+Targets:
+  native    a plain folder on the local disk
+  rclone    `rclone mount` of a local-directory remote, --vfs-cache-mode full
+  icloudfs  a mount of a container in a directory store, with a fresh cache folder
+
+Cold runs drop the page cache (`sync; echo 3 > /proc/sys/vm/drop_caches`) and, for the two
+mounts, start a new mount with a new cache folder (a new device for icloudfs). Each figure is
+the median of the repetitions. It reports; it never fails on slowness. Every mount it makes
+is unmounted on the way out, also on Ctrl-C (and Scripts/bench unmounts whatever is left).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CONTAINER = "iCloud.com.example.bench"
+BIG_CONTAINER = "iCloud.com.example.bench100k"
+MiB = 1 << 20
+# A repetition that takes longer than this is not repeated (the output says so).
+LONG_RUN_S = 300
+# W7's tar x is stopped after this long (half of it with --quick); its figure is then a lower bound.
+W7_LIMIT_S = 600
+
+
+# ---------------------------------------------------------------------------- helpers
+
+def log(message):
+    stamp = time.strftime("%H:%M:%S")
+    print(f"[{stamp}] {message}", flush=True)
+
+
+def run(args, check=True, capture=False, timeout=None, **kwargs):
+    result = subprocess.run(
+        [str(a) for a in args], check=False, timeout=timeout,
+        stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, **kwargs)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, args))} exited {result.returncode}: {result.stderr.strip()[:300]}")
+    return result
+
+
+def timed(args, **kwargs):
+    start = time.perf_counter()
+    run(args, **kwargs)
+    return time.perf_counter() - start
+
+
+def drop_caches():
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def is_mounted(path):
+    path = str(path)
+    with open("/proc/mounts") as mounts:
+        return any(line.split()[1] == path for line in mounts)
+
+
+def wait_for(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
+
+
+def unmount(path):
+    for _ in range(50):
+        if not is_mounted(path):
+            return
+        if run(["fusermount3", "-u", path], check=False).returncode == 0:
+            return
+        time.sleep(0.2)  # busy: something is still closing a file
+    run(["umount", "-l", path], check=False)
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def wait_exit(pid, timeout=60):
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid) and time.monotonic() < deadline:
+        # a child of ours (rclone) must be reaped; the icloudfs daemon is not our child
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    if pid_alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+def status_kib(pid, field):
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except FileNotFoundError:
+        pass
+    return None
+
+
+def io_write_bytes(pid):
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("write_bytes:"):
+            return int(line.split()[1])
+    return 0
+
+
+def tree_bytes(root):
+    """Sum of the sizes of the files below root (what `du -sb` counts, less folders)."""
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def random_file(path, size):
+    if path.exists() and path.stat().st_size == size:
+        return
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as f:
+        left = size
+        while left:
+            n = min(left, 4 * MiB)
+            f.write(os.urandom(n))
+            left -= n
+    tmp.rename(path)
+
+
+# ---------------------------------------------------------------------------- targets
+
+class Native:
+    name = "native"
+
+    def __init__(self, work):
+        self.root = work / "native"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.pid = None
+
+    def start(self, fresh=True):
+        pass
+
+    def stop(self):
+        pass
+
+    def remount(self):
+        pass
+
+    def settle(self):
+        start = time.perf_counter()
+        os.sync()
+        return time.perf_counter() - start
+
+
+class Rclone:
+    name = "rclone"
+
+    def __init__(self, work):
+        self.base = work / "rclone"
+        self.remote = self.base / "remote"
+        self.root = self.base / "mnt"
+        for d in (self.remote, self.root):
+            d.mkdir(parents=True, exist_ok=True)
+        self.config = self.base / "rclone.conf"
+        self.config.touch()
+        self.process = None
+        self.caches = 0
+        self.cache = None
+        self.port = None
+
+    @property
+    def pid(self):
+        return self.process.pid if self.process else None
+
+    def start(self, fresh=True, remote=None):
+        if fresh or self.cache is None:
+            self.caches += 1
+            self.cache = self.base / f"cache-{self.caches}"
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            ["rclone", "mount", str(remote or self.remote), str(self.root),
+             "--vfs-cache-mode", "full", "--cache-dir", str(self.cache), "--config", str(self.config),
+             "--rc", "--rc-addr", f"127.0.0.1:{self.port}", "--rc-no-auth",
+             "--log-file", str(self.base / "rclone.log"), "--log-level", "NOTICE"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: is_mounted(self.root) or self.process.poll() is not None, 60, "rclone mount")
+        if self.process.poll() is not None:
+            raise RuntimeError(f"rclone mount exited {self.process.returncode}; see {self.base / 'rclone.log'}")
+
+    def stop(self):
+        if self.process is None:
+            return
+        unmount(self.root)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def remount(self):
+        self.stop()
+        self.start(fresh=False)
+
+    def vfs_stats(self):
+        result = run(["rclone", "rc", "vfs/stats", "--url", f"http://127.0.0.1:{self.port}/",
+                      "--config", self.config], capture=True, check=False)
+        if result.returncode != 0:
+            return None
+        return json.loads(result.stdout).get("diskCache", {})
+
+    def settle(self):
+        """Waits until rclone has uploaded everything (its write-back delay is 5 s by default)."""
+        start = time.perf_counter()
+        deadline = time.monotonic() + 1800
+        while time.monotonic() < deadline:
+            stats = self.vfs_stats()
+            if stats is not None and stats.get("uploadsInProgress", 0) == 0 and stats.get("uploadsQueued", 0) == 0:
+                break
+            time.sleep(0.1)
+        return time.perf_counter() - start
+
+
+class ICloudFS:
+    name = "icloudfs"
+
+    def __init__(self, work, bin_dir):
+        self.base = work / "icloudfs"
+        self.store = self.base / "store"
+        self.root = self.base / "mnt"
+        for d in (self.store, self.root):
+            d.mkdir(parents=True, exist_ok=True)
+        self.icloudfs = bin_dir / "icloudfs"
+        self.devices = 0
+        self.cache = None
+        self.device = None
+        self.pid = None
+        self.container = CONTAINER
+        self.store_in_use = self.store
+
+    def find_daemon(self):
+        mark = str(self.root).encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if mark in argv and b"--foreground" in argv and b"mount" in argv:
+                return int(entry.name)
+        return None
+
+    def mount_command(self):
+        options = f"store={self.store_in_use},cache={self.cache},device={self.device}"
+        return [self.icloudfs, "mount", self.container, self.root, "-o", options]
+
+    def start(self, fresh=True, store=None, container=None):
+        self.store_in_use = store or self.store
+        self.container = container or CONTAINER
+        if fresh or self.cache is None:
+            self.devices += 1
+            self.device = f"bench{self.devices}"
+            self.cache = self.base / f"cache-{self.devices}"
+        run(self.mount_command())
+        self.pid = self.find_daemon()
+
+    def stop(self):
+        if not is_mounted(self.root):
+            self.pid = None
+            return
+        pid = self.pid or self.find_daemon()
+        unmount(self.root)
+        if pid:
+            wait_exit(pid)
+        self.pid = None
+
+    def remount(self):
+        self.stop()
+        self.start(fresh=False, store=self.store_in_use, container=self.container)
+
+    def settle(self):
+        start = time.perf_counter()
+        result = run([self.icloudfs, "sync", "--wait", "--timeout", "1800s", self.root], check=False, capture=True)
+        elapsed = time.perf_counter() - start
+        if result.returncode != 0:
+            log(f"  icloudfs sync --wait failed: {(result.stdout + result.stderr).strip()[-300:]}")
+            return None
+        return elapsed
+
+
+# ---------------------------------------------------------------------------- profiling
+
+class Perf:
+    """`perf record` of one process while a workload runs; a flat report afterwards."""
+
+    def __init__(self, enabled, pid, out, name):
+        self.enabled = enabled and pid is not None and shutil.which("perf") is not None
+        self.pid, self.out, self.name = pid, out, name
+        self.process = None
+
+    def __enter__(self):
+        if self.enabled:
+            self.data = self.out / f"perf-{self.name}.data"
+            self.process = subprocess.Popen(
+                ["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-p", str(self.pid), "-o", str(self.data)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)  # perf needs a moment to attach; a shorter wait lost a whole W1 profile under load
+        return self
+
+    def __exit__(self, *exc):
+        if not self.process:
+            return False
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        demangle = shutil.which("swift-demangle") or "/opt/swift/usr/bin/swift-demangle"
+        report = self.out / f"perf-{self.name}.txt"
+        with open(report, "w") as f:
+            for title, extra in (("self time (flat)", ["--no-children"]), ("including callees", ["--children"])):
+                f.write(f"== {title}\n")
+                text = subprocess.run(
+                    ["perf", "report", "-i", str(self.data), "--stdio", "-g", "none", "--percent-limit", "0.7",
+                     "--sort", "dso,symbol"] + extra,
+                    capture_output=True, text=True).stdout
+                if os.path.exists(demangle):
+                    text = subprocess.run([demangle, "--simplified"], input=text, capture_output=True, text=True).stdout
+                kept = []
+                for line in text.splitlines():
+                    if line.startswith("#") and "Samples:" not in line:
+                        continue
+                    line = line.rstrip()
+                    if line.endswith("-      -"):
+                        line = line[:-len("-      -")].rstrip()
+                    if line:
+                        kept.append(line[:200])
+                f.write("\n".join(kept) + "\n\n")
+        return False  # the .data file stays beside the report, for `perf report -i` by hand
+
+
+# ---------------------------------------------------------------------------- the run
+
+CREATOR = r"""
+import os, sys, time
+folder, count = sys.argv[1], int(sys.argv[2])
+os.makedirs(folder)
+block = os.urandom(4096)
+start = time.perf_counter()
+for i in range(count):
+    with open(os.path.join(folder, "f%05d" % i), "wb") as f:
+        f.write(i.to_bytes(8, "little") + block[8:])
+print(time.perf_counter() - start)
+"""
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.out = Path(args.out)
+        self.bin = Path(args.bin)
+        self.quick = args.quick
+        self.reps = 1 if self.quick else 3
+        self.only = set(args.only.split(",")) if args.only else None
+        self.chosen = set(args.targets.split(",")) if args.targets else {"native", "rclone", "icloudfs"}
+        self.sizes = {
+            "W1_file_MiB": 128 if self.quick else 512,
+            "W3_files": 2000,
+            "W5_MiB": 64 if self.quick else 256,
+            "W6_file_MiB": 64 if self.quick else 256,
+            "W7_tree": ("/usr/include" if self.quick else "/usr/include + /usr/share/man") + " without symlinks",
+            "memory_items": 100_000,
+        }
+        self.cache = self.out / "cache"  # inputs kept between runs
+        self.work = self.out / "work"    # mounts, stores, remotes: removed at the end
+        self.samples = {}   # key -> target -> [values]
+        self.extras = {}    # key -> dict
+        self.lower_bounds = {}  # key -> targets whose figure is only a lower bound
+        self.notes = []
+        self.loads = {}
+        self.targets = []
+        self.started = datetime.datetime.now(datetime.timezone.utc)
+
+    def wants(self, key):
+        return self.only is None or key in self.only
+
+    def add(self, key, target, value):
+        self.samples.setdefault(key, {}).setdefault(target, []).append(value)
+
+    def extra(self, key, name, value):
+        self.extras.setdefault(key, {})[name] = value
+
+    # -------------------------------------------------------------- inputs
+
+    def prepare_inputs(self):
+        self.cache.mkdir(parents=True, exist_ok=True)
+        self.big = self.cache / f"big-{self.sizes['W1_file_MiB']}M.bin"
+        random_file(self.big, self.sizes["W1_file_MiB"] * MiB)
+        self.w5_source = Path(tempfile.gettempdir() if not Path("/dev/shm").is_dir() else "/dev/shm") / f"icloudfs-bench-{os.getpid()}.bin"
+        random_file(self.w5_source, self.sizes["W5_MiB"] * MiB)
+        self.tarball = self.cache / ("tree-include-nolinks.tar" if self.quick else "tree-include-man-nolinks.tar")
+        if not self.tarball.exists():
+            log(f"making {self.tarball} from {self.sizes['W7_tree']}")
+            # No symlinks: `rclone mount` cannot make them, and every target gets the same tree.
+            sources = ["usr/include"] if self.quick else ["usr/include", "usr/share/man"]
+            tmp = self.tarball.with_suffix(".tmp")
+            subprocess.run(f"find {' '.join(sources)} ! -type l -print0 | tar --null --no-recursion -T - -cf '{tmp}'",
+                           shell=True, check=True, cwd="/")
+            tmp.rename(self.tarball)
+        listing = run(["tar", "tf", self.tarball], capture=True).stdout.splitlines()
+        self.tar_entries = len(listing)
+        self.extra("W7", "entries", self.tar_entries)
+        self.extra("W7", "tarball_bytes", self.tarball.stat().st_size)
+
+    # -------------------------------------------------------------- W1, W2
+
+    def read_file(self, path):
+        seconds = timed(["dd", f"if={path}", "of=/dev/null", "bs=1M", "status=none"])
+        return path.stat().st_size / 1e6 / seconds
+
+    def w1_w2(self, target):
+        name = "big.bin"
+        if target.name == "native":
+            shutil.copyfile(self.big, target.root / name)
+        elif target.name == "rclone":
+            shutil.copyfile(self.big, target.remote / name)
+        else:
+            target.start(fresh=True)
+            shutil.copyfile(self.big, target.root / name)
+            target.settle()
+            target.stop()
+        os.sync()
+        for rep in range(self.reps):
+            target.start(fresh=True)
+            try:
+                drop_caches()
+                with Perf(self.args.perf and rep == 0 and target.name == "icloudfs", target.pid, self.out, "W1"):
+                    cold = self.read_file(target.root / name)
+                warm = median([self.read_file(target.root / name) for _ in range(3)])
+            finally:
+                target.stop()
+            self.add("W1", target.name, cold)
+            self.add("W2", target.name, warm)
+            log(f"  {target.name} W1 cold {cold:.0f} MB/s, W2 warm {warm:.0f} MB/s")
+        if target.name == "native":
+            (target.root / name).unlink()
+
+    # -------------------------------------------------------------- W3 .. W7
+
+    def sent_counter(self, target):
+        """Bytes sent to the store so far, by the target's own measure."""
+        if target.name == "icloudfs":
+            return tree_bytes(target.store)
+        if target.name == "rclone":
+            return io_write_bytes(target.pid)
+        return 0
+
+    def w3_to_w7(self, target):
+        target.start(fresh=True)
+        try:
+            root = target.root
+            if self.wants("W3") or self.wants("W4"):
+                for rep in range(self.reps):
+                    folder = root / f"w3-{rep}"
+                    with Perf(self.args.perf and rep == 0 and target.name == "icloudfs", target.pid, self.out, "W3"):
+                        seconds = float(run([sys.executable, "-c", CREATOR, folder, self.sizes["W3_files"]],
+                                            capture=True).stdout)
+                    rate = self.sizes["W3_files"] / seconds
+                    synced = target.settle()
+                    self.add("W3", target.name, rate)
+                    if target.name != "native":
+                        self.add("W3sync", target.name, synced)
+                    log(f"  {target.name} W3 {rate:.0f} files/s, then {synced:.2f} s until in the store")
+
+            if self.wants("W4"):
+                folder = root / "w3-0"
+                for rep in range(self.reps):
+                    target.remount()
+                    drop_caches()
+                    cold = timed(["ls", "-l", folder]) * 1000
+                    warm = median([timed(["ls", "-l", folder]) * 1000 for _ in range(3)])
+                    self.add("W4", target.name, cold)
+                    self.add("W4warm", target.name, warm)
+                    log(f"  {target.name} W4 ls -l cold {cold:.1f} ms, warm {warm:.1f} ms")
+
+            if self.wants("W5") or self.wants("W6"):
+                for rep in range(self.reps):
+                    path = root / f"w5-{rep}"
+                    with Perf(self.args.perf and rep == 0 and target.name == "icloudfs", target.pid, self.out, "W5"):
+                        seconds = timed(["dd", f"if={self.w5_source}", f"of={path}", "bs=1M", "conv=fsync", "status=none"])
+                    rate = self.w5_source.stat().st_size / 1e6 / seconds
+                    synced = target.settle()
+                    self.add("W5", target.name, rate)
+                    if target.name != "native":
+                        self.add("W5sync", target.name, synced)
+                    log(f"  {target.name} W5 {rate:.0f} MB/s, then {synced:.2f} s until in the store")
+
+            if self.wants("W6"):
+                path = root / "w5-0"
+                size = path.stat().st_size
+                for rep in range(self.reps):
+                    target.settle()
+                    before = self.sent_counter(target)
+                    since = time.time()
+                    run(["dd", "if=/dev/urandom", f"of={path}", "bs=4096", "count=1",
+                         f"seek={size // 2 // 4096 + rep}", "conv=notrunc", "status=none"])
+                    time.sleep(0.2)
+                    target.settle()
+                    os.sync()
+                    sent = self.sent_counter(target) - before if target.name != "native" else 0
+                    self.add("W6", target.name, sent)
+                    if target.name == "rclone":
+                        rewritten = sum(p.stat().st_size for p in target.remote.rglob("*")
+                                        if p.is_file() and p.stat().st_ctime >= since)
+                        self.extras.setdefault("W6", {}).setdefault("rclone_remote_files_rewritten_bytes", []).append(rewritten)
+                    log(f"  {target.name} W6 {sent} bytes sent to the store")
+
+            if self.wants("W7"):
+                for rep in range(self.reps):
+                    folder = root / f"w7-{rep}"
+                    folder.mkdir()
+                    limit = W7_LIMIT_S // (2 if self.quick else 1)
+                    with Perf(self.args.perf and rep == 0 and target.name == "icloudfs", target.pid, self.out, "W7"):
+                        start = time.perf_counter()
+                        tar = subprocess.Popen(["tar", "xf", str(self.tarball), "-C", str(folder)],
+                                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                        try:
+                            _, errors = tar.communicate(timeout=limit)
+                        except subprocess.TimeoutExpired:
+                            tar.kill()
+                            tar.communicate()
+                            seconds = time.perf_counter() - start
+                            done = sum(len(d) + len(f) for _, d, f in os.walk(folder))
+                            self.lower_bounds.setdefault("W7", set()).add(target.name)
+                            self.extra("W7", f"{target.name}_stopped", {"after_s": seconds, "entries_done": done})
+                            self.add("W7", target.name, seconds)
+                            self.notes.append(
+                                f"W7 on {target.name}: tar x was stopped after {limit} s with {done} of "
+                                f"{self.tar_entries} entries made ({done / seconds:.0f} entries/s); its figure is a lower bound")
+                            log(f"  {target.name} W7 stopped after {seconds:.0f} s: {done} of {self.tar_entries} entries")
+                            synced = target.settle()
+                            if target.name != "native":
+                                self.add("W7sync", target.name, synced)
+                            break
+                        if tar.returncode != 0:
+                            raise RuntimeError(f"tar x into {target.name} failed: {errors.decode()[:300]}")
+                        seconds = time.perf_counter() - start
+                    synced = target.settle()
+                    self.add("W7", target.name, seconds)
+                    if target.name != "native":
+                        self.add("W7sync", target.name, synced)
+                    log(f"  {target.name} W7 tar x {seconds:.2f} s, then {synced:.2f} s until in the store")
+                    if seconds > LONG_RUN_S and rep + 1 < self.reps:
+                        self.notes.append(f"W7 on {target.name}: one repetition took {seconds:.0f} s, more than "
+                                          f"{LONG_RUN_S} s, so it was not repeated")
+                        break
+        finally:
+            target.stop()
+
+    # -------------------------------------------------------------- memory, mount time
+
+    def big_containers(self):
+        items = self.sizes["memory_items"]
+        store = self.cache / f"store-{items}"
+        done = store / ".complete"
+        if not done.exists():
+            log(f"making a {items}-item container in {store} (kept for later runs)")
+            shutil.rmtree(store, ignore_errors=True)
+            store.mkdir(parents=True)
+            info = run([self.bin / "icloudfs-bench", "make-container", store, BIG_CONTAINER, items], capture=True).stdout
+            (store / ".info.json").write_text(info)
+            done.touch()
+        info = json.loads((store / ".info.json").read_text())
+        # The same shape as plain files for rclone: folders of 1,000 files of 4 KiB.
+        remote = self.cache / f"rclone-remote-{items}"
+        rdone = self.cache / f"rclone-remote-{items}.complete"
+        if not rdone.exists():
+            log(f"making a {items}-item folder tree in {remote} for rclone (kept for later runs)")
+            shutil.rmtree(remote, ignore_errors=True)
+            block = os.urandom(4096)
+            made, folder_index, file_index = 0, 0, 0
+            while made < items:
+                folder = remote / f"dir-{folder_index}"
+                folder.mkdir(parents=True)
+                made += 1
+                for _ in range(1000):
+                    if made >= items:
+                        break
+                    (folder / f"file-{file_index}.txt").write_bytes(file_index.to_bytes(8, "little") + block[8:])
+                    file_index += 1
+                    made += 1
+                folder_index += 1
+            rdone.touch()
+        return store, info, remote
+
+    def walk(self, root):
+        start = time.perf_counter()
+        count = 0
+        for folder, dirs, files in os.walk(root):
+            for name in dirs + files:
+                os.lstat(os.path.join(folder, name))
+                count += 1
+        return count, time.perf_counter() - start
+
+    def memory_and_mount(self, icloudfs, rclone):
+        store, info, remote = self.big_containers()
+        probe = info["probe"]
+        for target in (t for t in (icloudfs, rclone) if t.name in self.chosen):
+            for rep in range(self.reps):
+                drop_caches()
+                start = time.perf_counter()
+                if target.name == "icloudfs":
+                    target.start(fresh=True, store=store, container=BIG_CONTAINER)
+                else:
+                    target.start(fresh=True, remote=remote)
+                returned = time.perf_counter() - start
+                try:
+                    wait_for(lambda: os.path.exists(target.root / probe), 300, f"{probe} on the {target.name} mount")
+                    usable = time.perf_counter() - start
+                    rss_mounted = status_kib(target.pid, "VmRSS")
+                    self.add("mount", target.name, usable)
+                    self.extras.setdefault("mount", {}).setdefault(f"{target.name}_command_returned_s", []).append(returned)
+                    if rep == 0:
+                        count, seconds = self.walk(target.root)
+                        rss_walked = status_kib(target.pid, "VmRSS")
+                        peak = status_kib(target.pid, "VmHWM")
+                        self.add("memory", target.name, rss_walked / 1024)
+                        self.extra("memory", f"{target.name}_rss_after_mount_MiB", rss_mounted / 1024)
+                        self.extra("memory", f"{target.name}_rss_after_walk_MiB", rss_walked / 1024)
+                        self.extra("memory", f"{target.name}_peak_rss_MiB", peak / 1024)
+                        self.extra("memory", f"{target.name}_walk", {"items": count, "seconds": seconds})
+                        log(f"  {target.name} memory: RSS {rss_mounted / 1024:.0f} MiB mounted, "
+                            f"{rss_walked / 1024:.0f} MiB after stat of {count} items in {seconds:.1f} s (peak {peak / 1024:.0f})")
+                    log(f"  {target.name} mount usable after {usable:.2f} s (command returned after {returned:.2f} s)")
+                finally:
+                    target.stop()
+
+    # -------------------------------------------------------------- driver
+
+    def load(self, label):
+        self.loads[label] = Path("/proc/loadavg").read_text().split()[:3]
+
+    def run(self):
+        self.work.mkdir(parents=True, exist_ok=True)
+        if self.quick:
+            self.notes.append("--quick: 1 repetition and smaller sizes (see \"sizes\"); not comparable with a full run")
+        self.load("start")
+        log("preparing inputs")
+        self.prepare_inputs()
+        if self.wants("micro"):
+            log("micro-benchmarks")
+            micro = run([self.bin / "icloudfs-bench", "micro"] + (["--quick"] if self.quick else []), capture=True).stdout
+            self.micro = json.loads(micro)
+            log(f"  chunker {self.micro['chunker_GBps']:.2f} GB/s, SHA-256 {self.micro['sha256_GBps']:.2f} GB/s, "
+                f"fold {self.micro['fold_items_per_s']:.0f} items/s, snapshot decode {self.micro['snapshot_decode_items_per_s']:.0f} items/s")
+        native, rclone, icloudfs = Native(self.work), Rclone(self.work), ICloudFS(self.work, self.bin)
+        self.targets = [t for t in (native, rclone, icloudfs) if t.name in self.chosen]
+        for target in self.targets:
+            if self.wants("W1") or self.wants("W2"):
+                log(f"W1/W2 on {target.name}")
+                self.w1_w2(target)
+                self.load(f"after W1/W2 {target.name}")
+            if any(self.wants(k) for k in ("W3", "W4", "W5", "W6", "W7")):
+                log(f"W3..W7 on {target.name}")
+                self.w3_to_w7(target)
+                self.load(f"after W3..W7 {target.name}")
+            write_outputs(self, interrupted=True, partial=True)
+        if self.wants("memory") or self.wants("mount"):
+            log("memory and mount time with a 100,000-item container")
+            self.memory_and_mount(icloudfs, rclone)
+            self.load("after memory/mount")
+
+    def cleanup(self):
+        for target in self.targets:
+            try:
+                target.stop()
+            except Exception as error:  # keep going: the rest must be unmounted too
+                log(f"could not stop {target.name}: {error}")
+        if getattr(self, "w5_source", None):
+            self.w5_source.unlink(missing_ok=True)
+        if not self.args.keep:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------- reporting
+
+# key: (row label, unit, higher is better, goal text, goal check(icloudfs, native, extras))
+ROWS = [
+    ("W1", "W1 cold sequential read, file only in the store", "MB/s", True, "≥ 50% of native",
+     lambda i, n: i >= 0.5 * n),
+    ("W2", "W2 warm re-read of the same file", "MB/s", True, "≥ 75% of native", lambda i, n: i >= 0.75 * n),
+    ("W3", "W3 one process creates 2,000 × 4 KiB files", "files/s", True, "≥ 10,000", lambda i, n: i >= 10000),
+    ("W3sync", "W3 then until all are in the store (sync --wait)", "s", False, "≤ 3 s", lambda i, n: i <= 3),
+    ("W4", "W4 ls -l of the 2,000 after remount (cold)", "ms", False, "≤ 2× native", lambda i, n: i <= 2 * n),
+    ("W4warm", "W4 ls -l of the 2,000, warm", "ms", False, "≤ 2× native", lambda i, n: i <= 2 * n),
+    ("W5", "W5 dd bs=1M conv=fsync (random data)", "MB/s", True, "≥ 70% of native", lambda i, n: i >= 0.7 * n),
+    ("W5sync", "W5 then until it is in the store", "s", False, "(reported)", None),
+    ("W6", "W6 overwrite 4 KiB mid-file of an uploaded file: bytes sent to the store", "bytes", False,
+     "≤ 2 MB", lambda i, n: i <= 2_000_000),
+    ("W7", "W7 tar x of a ~30k-file tree", "s", False, "≤ 5× native", lambda i, n: i <= 5 * n),
+    ("W7sync", "W7 then until it is in the store", "s", False, "(reported)", None),
+    ("memory", "memory: daemon RSS with a 100,000-item container (after stat of every item)", "MiB", False,
+     "≤ 150 MiB", lambda i, n: i <= 150),
+    ("mount", "mount time with a 100,000-item container (from a snapshot, fresh cache)", "s", False,
+     "≤ 2 s", lambda i, n: i <= 2),
+]
+
+
+def machine_description(work):
+    def first(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, shell=True).stdout.strip()
+        except Exception:
+            return ""
+    cpu = first("lscpu | sed -n 's/^Model name: *//p' | head -n1") or platform.processor()
+    mem = first("free -b | awk '/^Mem:/ {print $2}'")
+    fs = first(f"df -T '{work}' | awk 'NR==2 {{print $1\" \"$2}}'")
+    disk = " ".join(first(f"lsblk -ndo NAME,SIZE,ROTA $(df --output=source '{work}' | tail -n1) 2>/dev/null").split())
+    if disk.endswith(" 1") or disk.endswith(" 0"):
+        disk = disk[:-2] + (" (rotational, as the kernel reports it)" if disk.endswith("1") else " (non-rotational)")
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_GiB": round(int(mem) / (1 << 30), 1) if mem.isdigit() else None,
+        "filesystem": fs,
+        "disk": disk,
+        "kernel": platform.release(),
+        "os": first(". /etc/os-release && echo \"$PRETTY_NAME\""),
+        "swift": first("swift --version 2>&1 | head -n1"),
+        "rclone": first("rclone version 2>/dev/null | head -n1"),
+        "fuse": first("fusermount3 -V"),
+    }
+
+
+def write_outputs(bench, interrupted=False, partial=False):
+    out = bench.out
+    workloads = {}
+    for key, label, unit, higher, goal, check in ROWS:
+        figures = {t: median(bench.samples.get(key, {}).get(t, [])) for t in ("native", "rclone", "icloudfs")}
+        if key == "W6" and figures["native"] is None and "W6" in bench.samples:
+            figures["native"] = 0
+        holds = None
+        i, n = figures["icloudfs"], figures["native"]
+        if check is not None and i is not None and (n is not None or key in ("W3", "W3sync", "W6", "memory", "mount")):
+            holds = bool(check(i, n))
+        entry = {"unit": unit, "label": label, **figures, "goal": goal, "holds": holds,
+                 "samples": bench.samples.get(key, {})}
+        if key in bench.lower_bounds:
+            entry["lower_bound"] = sorted(bench.lower_bounds[key])
+        if key in bench.extras:
+            entry["extra"] = bench.extras[key]
+        workloads[key] = entry
+    try:
+        git = subprocess.run(["git", "-C", bench.args.repo, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True).stdout.strip()
+    except Exception:
+        git = ""
+    result = {
+        "date": bench.started.strftime("%Y-%m-%d %H:%M UTC"),
+        "icloudfs_commit": git,
+        "quick": bench.quick,
+        "interrupted": interrupted,
+        "repetitions": bench.reps,
+        "sizes": bench.sizes,
+        "machine": machine_description(bench.out),
+        "load_average": bench.loads,
+        "notes": bench.notes,
+        "workloads": workloads,
+        "micro": getattr(bench, "micro", None),
+    }
+    (out / "bench.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    (out / "bench.md").write_text(markdown(result))
+    try:
+        chart(result, out / "bench.png")
+    except Exception as error:
+        log(f"no chart: {error}")
+    if not partial:
+        log(f"wrote {out / 'bench.json'}, {out / 'bench.md'}, {out / 'bench.png'}")
+
+
+def fmt(value, unit):
+    if value is None:
+        return "–"
+    if unit == "bytes":
+        return f"{value / 1e6:,.2f} MB" if value >= 10_000 else f"{value:,.0f} B"
+    if unit in ("ms", "s") and value < 10:
+        return f"{value:.2f}"
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}"
+
+
+def markdown(result):
+    m = result["machine"]
+    lines = [
+        f"# icloudfs benchmark, {result['date']}" + (" (quick)" if result["quick"] else ""),
+        "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['ram_GiB']} GiB RAM; disk {m['disk'] or '?'} "
+        f"({m['filesystem']}); kernel {m['kernel']}; {m['os']}; {m['swift']}; {m['rclone']}; {m['fuse']}.",
+        f"icloudfs commit {result['icloudfs_commit']}; median of {result['repetitions']} "
+        f"repetition{'s' if result['repetitions'] != 1 else ''}; load average "
+        + ", ".join(f"{k}: {' '.join(v)}" for k, v in result["load_average"].items()) + ".",
+        "",
+    ]
+    for note in result["notes"]:
+        lines.append(f"**Note:** {note}")
+        lines.append("")
+    if result["interrupted"]:
+        lines += ["**Not finished (still running, interrupted or stopped): the figures below are partial.**", ""]
+    lines += [
+        "| workload | unit | native | rclone | icloudfs | icloudfs goal | holds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key, w in result["workloads"].items():
+        if not any(w[t] is not None for t in ("native", "rclone", "icloudfs")):
+            continue
+        holds = {True: "yes", False: "**no**", None: "–"}[w["holds"]]
+        cells = [("> " if t in w.get("lower_bound", []) else "") + fmt(w[t], w["unit"])
+                 for t in ("native", "rclone", "icloudfs")]
+        lines.append(f"| {w['label']} | {w['unit']} | {' | '.join(cells)} | {w['goal']} | {holds} |")
+    lines.append("")
+    micro = result.get("micro")
+    if micro:
+        lines += [
+            "Micro-benchmarks (`icloudfs-bench micro`, one core): "
+            f"chunker {micro['chunker_GBps']:.2f} GB/s, SHA-256 {micro['sha256_GBps']:.2f} GB/s, "
+            f"journal fold {micro['fold_items_per_s']:,.0f} items/s, "
+            f"snapshot decode {micro['snapshot_decode_items_per_s']:,.0f} items/s.",
+            "",
+        ]
+    s = result["sizes"]
+    lines += [
+        f"Sizes: W1/W2 file {s['W1_file_MiB']} MiB, W3 {s['W3_files']} files, W5 {s['W5_MiB']} MiB, "
+        f"W6 file {s['W6_file_MiB']} MiB, W7 tree {s['W7_tree']} "
+        f"({result['workloads']['W7'].get('extra', {}).get('entries', '?')} entries), "
+        f"memory/mount {s['memory_items']:,} items.",
+        "",
+        "How each is measured: cold runs drop the page cache and use a new mount with a new cache "
+        "folder (icloudfs: a new device); W6 counts icloudfs's store growth and rclone's write_bytes "
+        "(/proc/PID/io) after its upload; sync rows time `icloudfs sync --wait` (rclone: until its "
+        "vfs/stats show no queued or running upload, after its 5 s write-back delay). "
+        "The machine's 2 cores may be shared with other work (see the load averages).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def chart(result, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys, icloudfs, rclone, goals = [], [], [], []
+    goal_ratio = {"W1": 0.5, "W2": 0.75, "W4": 0.5, "W4warm": 0.5, "W5": 0.7, "W7": 0.2}
+    for key, label, unit, higher, goal, check in ROWS:
+        w = result["workloads"][key]
+        n = w["native"]
+        if not n or key in ("W3sync", "W5sync", "W7sync", "W6", "memory", "mount"):
+            continue
+
+        def ratio(x):
+            if x is None:
+                return 0
+            return x / n if higher else n / x
+        keys.append(key)
+        icloudfs.append(ratio(w["icloudfs"]))
+        rclone.append(ratio(w["rclone"]))
+        goals.append(goal_ratio.get(key, 10000 / n if key == "W3" else None))
+    if not keys:
+        return
+    fig, ax = plt.subplots(figsize=(9, 5))
+    xs = range(len(keys))
+    width = 0.38
+    ax.bar([x - width / 2 for x in xs], icloudfs, width, label="icloudfs / native", color="#3b7dd8")
+    ax.bar([x + width / 2 for x in xs], rclone, width, label="rclone / native", color="#d8893b")
+    for x, g in zip(xs, goals):
+        if g:
+            ax.hlines(g, x - width, x, colors="black", linestyles="dashed", linewidth=1)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(keys)
+    ax.set_ylabel("speed relative to native (higher is better, log)")
+    title = f"icloudfs and rclone relative to native, {result['date']}" + (" (quick)" if result["quick"] else "")
+    ax.set_title(title, fontsize=10)
+    from matplotlib.lines import Line2D
+    handles, labels = ax.get_legend_handles_labels()
+    handles.append(Line2D([], [], color="black", linestyle="dashed", linewidth=1))
+    labels.append("icloudfs goal")
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------- main
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--repo", default=".")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--perf", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (stores, remotes)")
+    parser.add_argument("--only", default=None)
+    parser.add_argument("--targets", default=None, help="a subset of native,rclone,icloudfs")
+    args = parser.parse_args()
+
+    def terminate(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, terminate)
+
+    bench = Bench(args)
+    interrupted = False
+    status = 0
+    try:
+        bench.run()
+    except KeyboardInterrupt:
+        interrupted, status = True, 130
+        log("interrupted: unmounting")
+    except Exception as error:  # a broken mount is a failure; slowness never is
+        interrupted, status = True, 1
+        bench.notes.append(f"stopped early: {error}")
+        log(f"stopped early: {error}")
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the unmounts
+        bench.cleanup()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    write_outputs(bench, interrupted)
+    print((bench.out / "bench.md").read_text())
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
