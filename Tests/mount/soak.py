@@ -6,7 +6,7 @@ import hashlib, os, random, subprocess, sys, time
 
 seed, seconds, icloudfs, mounts = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4:]
 # Every operation, for tracing a failure: time, device, what, path, what was read/written.
-trace = open(os.environ.get("ICLOUDFS_SOAK_TRACE", os.devnull), "w")
+trace = open(os.environ.get("ICLOUDFS_SOAK_TRACE", os.devnull), "w", buffering=1)
 
 
 def log(root, what, path, detail=""):

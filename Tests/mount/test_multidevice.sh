@@ -194,5 +194,5 @@ test_soak_three_devices() {
     mount_device b
     mount_device c
     local seed=${ICLOUDFS_SOAK_SEED:-$RANDOM}
-    ICLOUDFS_SOAK_TRACE="$T/trace" python3 "$REPO/Tests/mount/soak.py" "$seed" "${ICLOUDFS_SOAK_SECONDS:-15}" "$BIN/icloudfs" "$T/a" "$T/b" "$T/c"
+    ICLOUDFS_SOAK_TRACE="$T/trace" timeout 300 python3 "$REPO/Tests/mount/soak.py" "$seed" "${ICLOUDFS_SOAK_SECONDS:-15}" "$BIN/icloudfs" "$T/a" "$T/b" "$T/c"
 }
