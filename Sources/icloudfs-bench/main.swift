@@ -170,12 +170,14 @@ func makeContainer(store path: String, container: String, items: Int) async thro
     // 1,000 distinct 4 KiB contents, shared by the files in turn.
     let distinct = 1000
     var refs: [ChunkRef] = []
+    var chunks: [(hash: ChunkHash, data: Data)] = []
     for i in 0..<distinct {
         let bytes = randomBytes(4096, seed: UInt64(i) + 1)
         let hash = ChunkHash(of: bytes)
-        try await format.writeChunk(hash, data: Data(bytes))
+        chunks.append((hash, Data(bytes)))
         refs.append(ChunkRef(hash: hash, size: 4096))
     }
+    try await format.writeChunks(chunks)
     let commits = creatingCommits(items: items) { Content(size: 4096, chunks: [refs[$0 % distinct]]) }
     var tree = Tree()
     for (index, commit) in commits.enumerated() {
