@@ -10,7 +10,8 @@ public struct DeviceView: Sendable {
     public private(set) var synced: Tree
     public private(set) var pending: [LocalChange]
     public private(set) var view: Tree
-    static let landedKept = 10_000
+    /// How many recent local changes keep their landing number (see `landed`).
+    public static let landedKept = 10_000
 
     /// The journal numbers at which this device's recent changes landed.
     public private(set) var landed: [Int64: UInt64]

@@ -172,9 +172,10 @@ extension Replica {
                 if let landed {
                     try database.deletePending(landed.localIDs, db)
                     try database.setMeta("inFlight", nil, db)
+                    if let seq = landed.localIDs.first.flatMap({ state.device.landed[$0] }) {
+                        try database.recordLanded(landed.localIDs, seq: seq, keep: DeviceView.landedKept, db)
+                    }
                 }
-                try database.setMeta(
-                    "landed", String(decoding: FormatCoding.encode(state.device.landed), as: UTF8.self), db)
             }
             if landed != nil { state.inFlight = nil }
             state.owed = owed

@@ -79,9 +79,7 @@ public final class Replica: Sendable {
                 }
                 let tree = try database.loadTree(db)
                 let pending = try database.loadPending(db)
-                let landed = try database.meta("landed", db).map {
-                    try FormatCoding.decode([Int64: UInt64].self, from: Data($0.utf8))
-                } ?? [:]
+                let landed = try database.loadLanded(db)
                 let inFlight = try database.meta("inFlight", db).map {
                     try FormatCoding.decode(Batch.self, from: Data($0.utf8))
                 }

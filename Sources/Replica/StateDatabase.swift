@@ -46,9 +46,19 @@ final class StateDatabase: Sendable {
                     CREATE TABLE inode (ino INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE);
                     """)
         }
-        migrator.registerMigration("v2 content pending and origin") { db in
+        migrator.registerMigration("v2 content pending and origin, landed table") { db in
             try db.execute(sql: "ALTER TABLE item ADD COLUMN content_pending INTEGER NOT NULL DEFAULT 0")
             try db.execute(sql: "ALTER TABLE item ADD COLUMN content_from TEXT")
+            // Where recent local changes landed: a table (a row per change) instead of one
+            // JSON value rewritten whole on every pull.
+            try db.execute(sql: "CREATE TABLE landed (local_id INTEGER PRIMARY KEY NOT NULL, seq INTEGER NOT NULL)")
+            if let json = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'landed'") {
+                let landed = try FormatCoding.decode([Int64: UInt64].self, from: Data(json.utf8))
+                for (localID, seq) in landed {
+                    try db.execute(sql: "INSERT INTO landed (local_id, seq) VALUES (?, ?)", arguments: [localID, Int64(seq)])
+                }
+                try db.execute(sql: "DELETE FROM meta WHERE key = 'landed'")
+            }
         }
         return migrator
     }
@@ -65,6 +75,27 @@ final class StateDatabase: Sendable {
         } else {
             try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [key])
         }
+    }
+
+    // MARK: landed (journal numbers of recent local changes)
+
+    func loadLanded(_ db: Database) throws -> [Int64: UInt64] {
+        var landed: [Int64: UInt64] = [:]
+        let rows = try Row.fetchCursor(db, sql: "SELECT local_id, seq FROM landed")
+        while let row = try rows.next() {
+            landed[row["local_id"]] = UInt64(row["seq"] as Int64)
+        }
+        return landed
+    }
+
+    /// Records that changes `localIDs` landed as entry `seq`, keeping the newest `keep`.
+    func recordLanded(_ localIDs: [Int64], seq: UInt64, keep: Int, _ db: Database) throws {
+        let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO landed (local_id, seq) VALUES (?, ?)")
+        for id in localIDs { try insert.execute(arguments: [id, Int64(seq)]) }
+        try db.execute(
+            sql: "DELETE FROM landed WHERE local_id < "
+                + "(SELECT MIN(local_id) FROM (SELECT local_id FROM landed ORDER BY local_id DESC LIMIT ?))",
+            arguments: [keep])
     }
 
     // MARK: item (the synced tree)
