@@ -423,6 +423,18 @@ class Bench:
     def wants(self, key):
         return self.only is None or key in self.only
 
+    def write_then_settle(self, target, key, rep, unit, action, value_of):
+        """Times `action` (profiled on the first icloudfs repetition), records value_of(seconds),
+        then how long the target takes to have everything in its store."""
+        with Perf(self.args.perf and rep == 0 and target.name == "icloudfs", target.pid, self.out, key):
+            seconds = action()
+        value = value_of(seconds)
+        synced = target.settle()
+        self.add(key, target.name, value)
+        if target.name != "native":
+            self.add(f"{key}sync", target.name, synced)
+        log(f"  {target.name} {key} {value:.0f} {unit}, then {synced:.2f} s until in the store")
+
     def add(self, key, target, value):
         self.samples.setdefault(key, {}).setdefault(target, []).append(value)
 
@@ -501,15 +513,11 @@ class Bench:
             if self.wants("W3") or self.wants("W4"):
                 for rep in range(self.reps):
                     folder = root / f"w3-{rep}"
-                    with Perf(self.args.perf and rep == 0 and target.name == "icloudfs", target.pid, self.out, "W3"):
-                        seconds = float(run([sys.executable, "-c", CREATOR, folder, self.sizes["W3_files"]],
-                                            capture=True).stdout)
-                    rate = self.sizes["W3_files"] / seconds
-                    synced = target.settle()
-                    self.add("W3", target.name, rate)
-                    if target.name != "native":
-                        self.add("W3sync", target.name, synced)
-                    log(f"  {target.name} W3 {rate:.0f} files/s, then {synced:.2f} s until in the store")
+                    self.write_then_settle(
+                        target, "W3", rep, "files/s",
+                        lambda: float(run([sys.executable, "-c", CREATOR, folder, self.sizes["W3_files"]],
+                                          capture=True).stdout),
+                        lambda seconds: self.sizes["W3_files"] / seconds)
 
             if self.wants("W4"):
                 folder = root / "w3-0"
@@ -525,14 +533,10 @@ class Bench:
             if self.wants("W5") or self.wants("W6"):
                 for rep in range(self.reps):
                     path = root / f"w5-{rep}"
-                    with Perf(self.args.perf and rep == 0 and target.name == "icloudfs", target.pid, self.out, "W5"):
-                        seconds = timed(["dd", f"if={self.w5_source}", f"of={path}", "bs=1M", "conv=fsync", "status=none"])
-                    rate = self.w5_source.stat().st_size / 1e6 / seconds
-                    synced = target.settle()
-                    self.add("W5", target.name, rate)
-                    if target.name != "native":
-                        self.add("W5sync", target.name, synced)
-                    log(f"  {target.name} W5 {rate:.0f} MB/s, then {synced:.2f} s until in the store")
+                    self.write_then_settle(
+                        target, "W5", rep, "MB/s",
+                        lambda: timed(["dd", f"if={self.w5_source}", f"of={path}", "bs=1M", "conv=fsync", "status=none"]),
+                        lambda seconds: self.w5_source.stat().st_size / 1e6 / seconds)
 
             if self.wants("W6"):
                 path = root / "w5-0"
