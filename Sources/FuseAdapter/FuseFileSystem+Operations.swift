@@ -107,10 +107,12 @@ extension FuseFileSystem {
         request.error(EPERM)
     }
 
+    // Operations that need no download are answered on libfuse's thread: a small file's
+    // create, write, flush and release cost no hop to a task.
     func create(_ request: Request, _ parent: fuse_ino_t, _ name: String, _ mode: UInt32, _ info: fuse_file_info) {
-        answerLater(request) { [self] in
+        answer(request) {
             let attributes = try replica.makeFile(name, in: try id(parent), mode: mode & 0o7777)
-            let file = try await replica.open(attributes.id, write: true, truncate: false)
+            let file = try replica.openWithoutDownload(attributes.id, write: true, truncate: false)
             var info = info
             info.fh = files.insert(file)
             request.create(entry(attributes, parent: parent, name: name), info)
@@ -120,19 +122,31 @@ extension FuseFileSystem {
     func open(_ request: Request, _ inode: fuse_ino_t, _ info: fuse_file_info) {
         let access = info.flags & O_ACCMODE
         let writable = access == O_WRONLY || access == O_RDWR
-        let truncate = info.flags & O_TRUNC != 0
+        let truncate = info.flags & O_TRUNC != 0 && writable
+        guard replica.needsDownloadToOpen(write: writable, truncate: truncate) else {
+            return answer(request) {
+                let id = try id(inode)
+                let file = try replica.openWithoutDownload(id, write: writable, truncate: truncate)
+                if replica.pulledRecently(id) { kernel.invalidateInodeAndWait(inode) }
+                reply(request, opening: file, info)
+            }
+        }
         answerLater(request) { [self] in
             let id = try id(inode)
-            let file = try await replica.open(id, write: writable, truncate: truncate && writable)
-            var info = info
-            info.fh = files.insert(file)
-            // The kernel's cached pages stay valid between opens: remote changes invalidate
-            // them. Just after one, a lookup or listing answered before it may have left the
-            // old size in the kernel (it raced the invalidation): drop it before reads start.
+            let file = try await replica.open(id, write: writable, truncate: truncate)
             if replica.pulledRecently(id) { await kernel.invalidateInode(inode) }
-            info.keep_cache = 1
-            request.open(info)
+            reply(request, opening: file, info)
         }
+    }
+
+    private func reply(_ request: Request, opening file: OpenFile, _ info: fuse_file_info) {
+        var info = info
+        info.fh = files.insert(file)
+        // The kernel's cached pages stay valid between opens: remote changes invalidate
+        // them. Just after one, a lookup or listing answered before it may have left the old
+        // size in the kernel (it raced the invalidation): the caller dropped it before this.
+        info.keep_cache = 1
+        request.open(info)
     }
 
     func read(_ request: Request, _ handle: UInt64, _ size: Int, _ offset: Int) {
@@ -164,24 +178,24 @@ extension FuseFileSystem {
 
     func flush(_ request: Request, _ handle: UInt64) {
         guard let file = files.get(handle) else { return request.error(EBADF) }
-        answerLater(request) { [replica] in
-            try await replica.commit(file, durable: false)
+        answer(request) {
+            try replica.commit(file, durable: false)
             request.ok()
         }
     }
 
     func fsync(_ request: Request, _ handle: UInt64) {
         guard let file = files.get(handle) else { return request.error(EBADF) }
-        answerLater(request) { [replica] in
-            try await replica.commit(file, durable: true)
+        answer(request) {
+            try replica.commit(file, durable: true)
             request.ok()
         }
     }
 
     func release(_ request: Request, _ handle: UInt64) {
         guard let file = files.remove(handle) else { return request.error(EBADF) }
-        answerLater(request) { [replica] in
-            try await replica.close(file)
+        answer(request) {
+            try replica.close(file)
             request.ok()
         }
     }

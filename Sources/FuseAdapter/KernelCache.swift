@@ -38,6 +38,11 @@ final class KernelCache: Sendable {
         }
     }
 
+    /// As `invalidateInode`, blocking: for libfuse's threads only, never a task's.
+    func invalidateInodeAndWait(_ inode: UInt64) {
+        queue.sync { invalidateInodeNow(inode) }
+    }
+
     /// On the notification thread only (see `run`).
     func invalidateInodeNow(_ inode: UInt64) {
         dispatchPrecondition(condition: .onQueue(queue))

@@ -33,10 +33,21 @@ extension Replica {
     /// `open`: for writing without truncation the whole current version is downloaded first,
     /// so that the queued version is complete.
     public func open(_ id: ItemID, write: Bool, truncate: Bool) async throws(ReplicaError) -> OpenFile {
+        if needsDownloadToOpen(write: write, truncate: truncate) { try await downloadAll(id) }
+        return try openWithoutDownload(id, write: write, truncate: truncate)
+    }
+
+    /// Whether `open` downloads first: only to write without truncating.
+    public func needsDownloadToOpen(write: Bool, truncate: Bool) -> Bool {
+        write && !truncate
+    }
+
+    /// `open` when nothing needs downloading first (see `needsDownloadToOpen`, or a file just
+    /// created): answers at once, on the caller's thread.
+    public func openWithoutDownload(_ id: ItemID, write: Bool, truncate: Bool) throws(ReplicaError) -> OpenFile {
         let kind = state.withLock { $0.view.liveItem(id)?.kind }
         guard let kind else { throw .notFound }
         guard kind == .file else { throw kind == .folder ? .isAFolder : .invalidArgument("not a file") }
-        if write && !truncate { try await downloadAll(id) }
         let fd: FileDescriptor
         do {
             fd = try files.openContent(id, writable: true)
@@ -51,7 +62,7 @@ extension Replica {
             if state.openedBase[id] == nil { state.openedBase[id] = state.device.base(of: id) }
         }
         let file = OpenFile(id: id, writable: write, fd: fd)
-        if write && truncate { try await resize(file.id, to: 0) }
+        if write && truncate { try resizeLocal(file.id, to: 0) }
         return file
     }
 
@@ -114,12 +125,14 @@ extension Replica {
 
     /// `flush` / `fsync` / `release`: queues the written file. With `durable`, returns only
     /// once the queued version survives a power loss.
-    public func commit(_ file: OpenFile, durable: Bool) async throws(ReplicaError) {
-        try await commit(file.id, durable: durable)
+    /// Runs on the caller's thread (chunking a large file takes a while: not on a task).
+    public func commit(_ file: OpenFile, durable: Bool) throws(ReplicaError) {
+        try commit(file.id, durable: durable)
     }
 
-    /// `release`: the file handle is closed; a written file is queued.
-    public func close(_ file: OpenFile) async throws(ReplicaError) {
+    /// `release`: the file handle is closed; a written file is queued (on the caller's
+    /// thread, as `commit`).
+    public func close(_ file: OpenFile) throws(ReplicaError) {
         defer {
             try? file.fd.close()
             state.withLock { state in
@@ -131,14 +144,21 @@ extension Replica {
                 }
             }
         }
-        try await commit(file.id, durable: false)
+        try commit(file.id, durable: false)
     }
 
     /// `setattr` with a size: truncates or extends (with zeros) and queues the result.
     public func truncate(_ id: ItemID, to size: UInt64) async throws(ReplicaError) -> ItemAttributes {
-        try await resize(id, to: size)
+        if size > 0 { try await downloadAll(id) }
+        try resizeLocal(id, to: size)
         let isOpen = state.withLock { $0.openCount[id] != nil }
-        if !isOpen { try await commit(id, durable: false) }
+        if !isOpen {
+            do {
+                try await BlockingIO.run { [self] in try commit(id, durable: false) }
+            } catch {
+                throw ReplicaError.wrapping(error)
+            }
+        }
         return try attributes(of: id)
     }
 
@@ -310,8 +330,8 @@ extension Replica {
         }
     }
 
-    func resize(_ id: ItemID, to size: UInt64) async throws(ReplicaError) {
-        if size > 0 { try await downloadAll(id) }
+    /// Sets the local file's length (its content must be present up to `size`).
+    func resizeLocal(_ id: ItemID, to size: UInt64) throws(ReplicaError) {
         try state.withLock { state throws(ReplicaError) in
             guard state.view.liveItem(id) != nil || state.content[id] != nil else { throw .notFound }
             var record = state.content[id] ?? .empty
@@ -340,7 +360,7 @@ extension Replica {
 
     /// Chunks a written file, stages its new chunks and queues its new version, in one
     /// transaction. Writes that land while chunking make it start over.
-    func commit(_ id: ItemID, durable: Bool) async throws(ReplicaError) {
+    func commit(_ id: ItemID, durable: Bool) throws(ReplicaError) {
         while true {
             let snapshot = state.withLock { state -> (generation: UInt64, size: UInt64)? in
                 guard let record = state.content[id], record.dirty else { return nil }
@@ -349,12 +369,10 @@ extension Replica {
             guard let snapshot else { return }
             let pieces: [ContentChunker.Piece]
             do {
-                pieces = try await BlockingIO.run { [files, chunker] in
-                    let fd = try files.openContent(id, writable: false)
-                    defer { try? fd.close() }
-                    return try ContentChunker(chunker: chunker).chunks(of: fd, size: snapshot.size) { piece, bytes in
-                        try files.stage(piece.ref.hash, bytes)
-                    }
+                let fd = try files.openContent(id, writable: false)
+                defer { try? fd.close() }
+                pieces = try ContentChunker(chunker: chunker).chunks(of: fd, size: snapshot.size) { piece, bytes in
+                    try files.stage(piece.ref.hash, bytes)
                 }
             } catch {
                 throw .local("cannot read the cache file of \(id) to queue it: \(error)")
@@ -427,8 +445,8 @@ extension Replica {
             logger.notice("queuing \(id), written before the last shutdown")
         }
         guard !dirty.isEmpty else { return }
-        Task.detached { [self] in
-            for id in dirty { try? await commit(id, durable: true) }
+        DispatchQueue.global().async { [self] in
+            for id in dirty { try? commit(id, durable: true) }
         }
     }
 }

@@ -101,7 +101,7 @@ struct S3ServerTests {
         let id = try replica.makeFile("big.bin", in: .root, mode: 0o644).id
         var file = try await replica.open(id, write: true, truncate: true)
         try replica.write(file, offset: 0, data: data)
-        try await replica.close(file)
+        try replica.close(file)
         try await replica.push()
         let before = try await objectSizes(store)
 
@@ -109,7 +109,7 @@ struct S3ServerTests {
         data.replaceSubrange(offset..<offset + 4096, with: random.data(count: 4096))
         file = try await replica.open(id, write: true, truncate: false)
         try replica.write(file, offset: UInt64(offset), data: data[offset..<offset + 4096])
-        try await replica.close(file)
+        try replica.close(file)
         try await replica.push()
         let after = try await objectSizes(store)
 
@@ -127,7 +127,7 @@ struct S3ServerTests {
         let readerFile = try await reader.open(try reader.lookup("big.bin", in: .root).id, write: false, truncate: false)
         let window = try await reader.read(readerFile, offset: UInt64(offset - 10), count: 4116)
         #expect(window == data[(offset - 10)..<(offset + 4106)])
-        try await reader.close(readerFile)
+        try reader.close(readerFile)
     }
 
     /// Every object under the store's prefix with its size.

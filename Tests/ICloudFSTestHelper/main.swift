@@ -83,8 +83,8 @@ case "write-files":
         let id = try replica.makeFile("file-\(n)", in: .root, mode: 0o644).id
         let file = try await replica.open(id, write: true, truncate: true)
         try replica.write(file, offset: 0, data: content(n))
-        try await replica.commit(file, durable: true)
-        try await replica.close(file)
+        try replica.commit(file, durable: true)
+        try replica.close(file)
         say("acked file-\(n)")
     }
     _ = await replica.waitUntilUploaded(timeout: .seconds(60))

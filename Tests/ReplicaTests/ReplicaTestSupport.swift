@@ -47,14 +47,14 @@ extension Replica {
         let id = try existing ?? makeFile(parts.last!, in: parent, mode: 0o644).id
         let file = try await open(id, write: true, truncate: true)
         try write(file, offset: 0, data: data)
-        try await commit(file, durable: durable)
-        try await close(file)
+        try commit(file, durable: durable)
+        try close(file)
         return id
     }
 
     func readFile(_ path: String) async throws -> Data {
         let file = try await open(try id(path), write: false, truncate: false)
-        defer { Task { try? await close(file) } }
+        defer { try? close(file) }
         var data = Data()
         while true {
             let piece = try await read(file, offset: UInt64(data.count), count: 1 << 20)

@@ -56,7 +56,7 @@ struct ReplicaTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         #expect(try b.syncState(of: id).isDownloaded)
-        try await b.close(file)
+        try b.close(file)
     }
 
     @Test("a 4 KiB edit in a 20 MB file uploads only a chunk or two")
@@ -72,7 +72,7 @@ struct ReplicaTests {
         data.replaceSubrange(10_000_000..<10_004_096, with: random.data(count: 4096))
         let file = try await a.open(try a.id("big"), write: true, truncate: false)
         try a.write(file, offset: 10_000_000, data: data[10_000_000..<10_004_096])
-        try await a.close(file)
+        try a.close(file)
         try await a.push()
         let added = devices.chunkFiles().subtracting(before)
         #expect(added.count >= 1 && added.count <= 2, "\(added.count) chunks added")
@@ -122,7 +122,7 @@ struct ReplicaTests {
         try await b.push()
         try await a.pull()  // b's version arrives while a has the file open
         try a.write(file, offset: 0, data: Data("from a".utf8))
-        try await a.close(file)
+        try a.close(file)
         try await a.push()
         try await b.pull()
         #expect(try b.names().count == 2)
@@ -146,7 +146,7 @@ struct ReplicaTests {
         try await a.push()
         try await b.pull()
         #expect(try await b.read(handle, offset: 0, count: 100) == Data("version 0".utf8))
-        try await b.close(handle)
+        try b.close(handle)
         #expect(try await b.readFile("doc") == Data("version 1!".utf8))
     }
 
