@@ -153,6 +153,7 @@ extension Replica {
     private func apply(_ entries: [(seq: UInt64, commit: Commit?)]) throws {
         let (outcome, landed, events) = try state.withLock { state in
             let inFlight = state.inFlight
+            let before = state.device.view  // copy-on-write: free unless the view changes
             let outcome = state.device.applyRemote(entries, ourBatch: inFlight)
             var events: [EventLog.Event] = []
             for (entry, fold) in zip(entries.filter { $0.commit != nil }, outcome.outcomes)
@@ -181,7 +182,13 @@ extension Replica {
             state.owed = owed
             let now = ContinuousClock.now
             state.pulledAt = state.pulledAt.filter { now - $0.value < Replica.recentPull }
-            for id in outcome.changed { state.pulledAt[id] = now }
+            // Only a file the kernel may know at another size: existing, size or content changed.
+            for id in outcome.changed {
+                guard let old = before.item(id), let new = state.device.view.item(id),
+                    old.size != new.size || old.chunks != new.chunks
+                else { continue }
+                state.pulledAt[id] = now
+            }
             return (outcome, landed, events)
         }
         self.events.append(events)
