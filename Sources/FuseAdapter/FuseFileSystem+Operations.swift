@@ -225,12 +225,7 @@ extension FuseFileSystem {
                     guard let folder,
                         let attributes = replica.currentAttributes(of: item.attributes.id, named: item.name, in: folder)
                     else { continue }
-                    var entry = fuse_entry_param()
-                    entry.ino = attributes.inode
-                    entry.generation = 1
-                    entry.attr = stat(of: attributes)
-                    entry.attr_timeout = attributeTimeout
-                    entry.entry_timeout = entryTimeout
+                    var entry = uncountedEntry(attributes)
                     needed = request.addDirectoryEntryPlus(buffer.baseAddress! + used, remaining, item.name, &entry, index + 1)
                     // An entry that does not fit was not handed out: no lookup to count.
                     if needed <= remaining { inodes.remember(attributes.inode, parent: parent, name: item.name) }

@@ -54,6 +54,11 @@ public final class FuseFileSystem: Sendable {
     /// An entry for the kernel, counted as one lookup.
     func entry(_ attributes: ItemAttributes, parent: fuse_ino_t, name: String) -> fuse_entry_param {
         inodes.remember(attributes.inode, parent: parent, name: name)
+        return uncountedEntry(attributes)
+    }
+
+    /// An entry not yet counted as a lookup (a listing counts only those that fit).
+    func uncountedEntry(_ attributes: ItemAttributes) -> fuse_entry_param {
         var entry = fuse_entry_param()
         entry.ino = attributes.inode
         entry.generation = 1
