@@ -332,6 +332,7 @@ extension Replica {
                     throw ReplicaError.local("chunk \(chunk.hash) is neither staged locally nor in the store")
                 }
             }
+            guard !group.isEmpty else { continue }  // all were in the store already: no flush
             try await container.writeChunks(group)
             state.withLock { state in
                 for chunk in group { state.storedChunks.insert(chunk.hash) }
