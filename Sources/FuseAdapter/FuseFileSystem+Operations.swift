@@ -161,10 +161,11 @@ extension FuseFileSystem {
     func write(_ request: Request, _ handle: UInt64, _ source: UnsafeMutablePointer<fuse_bufvec>, _ offset: Int) {
         guard let file = files.get(handle) else { return request.error(EBADF) }
         answer(request) {
-            let count = try replica.write(file, offset: UInt64(offset)) { fd in
+            let size = fuse_buf_size(source)
+            let count = try replica.write(file, offset: UInt64(offset), count: size) { fd in
                 var target = fuse_bufvec()
                 target.count = 1
-                target.buf.size = fuse_buf_size(source)
+                target.buf.size = size
                 target.buf.flags = fuse_buf_flags(rawValue: FUSE_BUF_IS_FD.rawValue | FUSE_BUF_FD_SEEK.rawValue)
                 target.buf.fd = fd
                 target.buf.pos = off_t(offset)

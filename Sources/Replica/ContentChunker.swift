@@ -12,8 +12,8 @@ struct ContentChunker {
         var ref: ChunkRef
     }
 
-    /// The chunks of the first `size` bytes of `fd`; calls `body` with each chunk's bytes.
-    func chunks(of fd: FileDescriptor, size: UInt64, _ body: (Piece, UnsafeRawBufferPointer) throws -> Void) throws -> [Piece] {
+    /// The chunks of the first `size` bytes of `fd`.
+    func chunks(of fd: FileDescriptor, size: UInt64) throws -> [Piece] {
         let maximum = chunker.parameters.maximumSize
         // Small files (most files) need a small buffer: no 16 MiB to fault in per save.
         let blockSize = Int(min(UInt64(max(maximum * 2, 16 << 20)), max(size, 1)))
@@ -44,15 +44,13 @@ struct ContentChunker {
                 continue
             }
             let isFinal = fileOffset + UInt64(filled) >= size
-            try buffer.withUnsafeBytes { raw in
+            buffer.withUnsafeBytes { raw in
                 let window = UnsafeRawBufferPointer(rebasing: raw[start..<filled])
                 guard let length = chunker.chunkLength(in: window, isFinal: isFinal) else { return }
                 let bytes = UnsafeRawBufferPointer(rebasing: raw[start..<start + length])
-                let piece = Piece(
+                pieces.append(Piece(
                     offset: fileOffset + UInt64(start),
-                    ref: ChunkRef(hash: ChunkHash(of: bytes), size: UInt32(length)))
-                try body(piece, bytes)
-                pieces.append(piece)
+                    ref: ChunkRef(hash: ChunkHash(of: bytes), size: UInt32(length))))
                 start += length
             }
         }

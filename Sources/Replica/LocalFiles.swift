@@ -7,7 +7,8 @@ import SystemPackage
 import Glibc
 #endif
 
-/// The files of the cache folder: one content file per item, and chunks staged for upload.
+/// The files of the cache folder: one content file per item, and chunks copied aside
+/// (staged) until uploaded because their content file was about to change.
 struct LocalFiles: Sendable {
     let root: String
 
@@ -55,31 +56,37 @@ struct LocalFiles: Sendable {
     }
 
     /// Copies a chunk's bytes aside until it is uploaded (content-addressed: staging the same
-    /// chunk twice is harmless). Not synced: `syncAll` makes a durable save durable.
-    func stage(_ hash: ChunkHash, _ bytes: UnsafeRawBufferPointer) throws {
+    /// chunk twice is harmless). Synced before it returns: the bytes it keeps are about to be
+    /// overwritten in their content file, and the queued version naming them may be durable.
+    func stage(_ hash: ChunkHash, _ bytes: Data) throws {
         let path = stagedPath(hash)
         if access(path, F_OK) == 0 { return }
         let temporary = "\(root)/tmp/\(hash.hex).\(UInt64.random(in: 0...UInt64.max))"
         let fd = try FileDescriptor.open(
             temporary, .writeOnly, options: [.create, .truncate, .closeOnExec], permissions: [.ownerReadWrite])
         do {
-            _ = try fd.writeAll(toAbsoluteOffset: 0, bytes)
+            try FileIO.writeAll(fd, bytes, offset: 0)
+            guard fsync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
             try fd.close()
         } catch {
             try? fd.close()
             unlink(temporary)
             throw error
         }
+        let folder = (path as NSString).deletingLastPathComponent
         if rename(temporary, path) != 0 {
             // The folder for this hash prefix is made on first use only (no stat per chunk).
-            guard errno == ENOENT, mkdir((path as NSString).deletingLastPathComponent, 0o700) == 0 || errno == EEXIST,
-                rename(temporary, path) == 0
-            else {
+            guard errno == ENOENT, mkdir(folder, 0o700) == 0 || errno == EEXIST, rename(temporary, path) == 0 else {
                 let error = Errno(rawValue: errno)
                 unlink(temporary)
                 throw error
             }
         }
+        try FileIO.syncDirectory(FilePath(folder))
+    }
+
+    func isStaged(_ hash: ChunkHash) -> Bool {
+        access(stagedPath(hash), F_OK) == 0
     }
 
     func readStaged(_ hash: ChunkHash) -> Data? {

@@ -91,24 +91,33 @@ extension Replica {
 
     /// `write` of bytes in memory.
     public func write(_ file: OpenFile, offset: UInt64, data: Data) throws(ReplicaError) {
-        _ = try write(file, offset: offset) { fd in
+        _ = try write(file, offset: offset, count: data.count) { fd in
             try FileIO.writeAll(FileDescriptor(rawValue: fd), data, offset: offset)
             return data.count
         }
     }
 
-    /// `write`: `copy` puts the bytes into the local file (given as a descriptor, so the
-    /// caller can splice them from the kernel) and returns how many; they are queued when
-    /// the file is closed. Returns the count.
-    public func write(_ file: OpenFile, offset: UInt64, copy: (Int32) throws -> Int) throws(ReplicaError) -> Int {
+    /// `write`: `copy` puts (at most `count`) bytes into the local file (given as a
+    /// descriptor, so the caller can splice them from the kernel) and returns how many; they
+    /// are queued when the file is closed. Returns the count.
+    public func write(
+        _ file: OpenFile, offset: UInt64, count: Int, copy: (Int32) throws -> Int
+    ) throws(ReplicaError) -> Int {
         guard file.writable else { throw .invalidArgument("file not open for writing") }
-        let count: Int
-        do {
-            count = try copy(file.fd.rawValue)
-        } catch {
-            throw .local("cannot write the cache file of \(file.id): \(error)")
-        }
         try state.withLock { state throws(ReplicaError) in
+            try preserveQueuedBytes(of: file.id, in: offset..<offset + UInt64(count), &state)
+            state.writesInFlight[file.id, default: 0] += 1
+        }
+        let copied = Result { try copy(file.fd.rawValue) }
+        return try state.withLock { state throws(ReplicaError) in
+            state.writesInFlight[file.id, default: 1] -= 1
+            if state.writesInFlight[file.id] == 0 { state.writesInFlight[file.id] = nil }
+            state.writeGeneration[file.id, default: 0] += 1
+            let count: Int
+            switch copied {
+            case .success(let copiedCount): count = copiedCount
+            case .failure(let error): throw .local("cannot write the cache file of \(file.id): \(error)")
+            }
             var record = state.content[file.id] ?? .empty
             let end = offset + UInt64(count)
             let wasDirty = record.dirty
@@ -116,11 +125,10 @@ extension Replica {
             record.size = max(record.size, end)
             record.dirty = true
             state.content[file.id] = record
-            state.writeGeneration[file.id, default: 0] += 1
             state.dirtyMtime[file.id] = Timestamp.now()
             if !wasDirty { try saveContent(file.id, record) }
+            return count
         }
-        return count
     }
 
     /// `flush` / `fsync` / `release`: queues the written file. With `durable`, returns only
@@ -192,6 +200,7 @@ extension Replica {
                 record = ContentRecord(
                     chunks: item.chunks, size: item.size, present: ByteRanges(), dirty: false,
                     pinned: record.pinned, lastAccess: record.lastAccess)
+                try preserveQueuedBytes(of: id, in: 0..<UInt64.max, &state)
                 try setLength(of: id, to: item.size)
                 state.content[id] = record
                 try saveContent(id, record)
@@ -294,17 +303,19 @@ extension Replica {
         try await downloads.run("\(id)/\(piece.offset)/\(piece.ref.hash)") { [self] in
             let data = try await readChunk(piece.ref, of: id)
             let path = files.contentPath(id)
-            try await BlockingIO.run {
-                let fd = try FileDescriptor.open(path, .writeOnly, options: [.closeOnExec])
-                defer { try? fd.close() }
-                try FileIO.writeAll(fd, data, offset: piece.offset)
-            }
-            try state.withLock { state in
-                guard var record = state.content[id], record.chunks == version, !record.dirty else { return }
-                record.present.insert(piece.offset..<piece.offset + UInt64(piece.ref.size))
-                state.content[id] = record
-                state.storedChunks.insert(piece.ref.hash)
-                try saveContent(id, record)
+            // Written under the lock, after checking the file still holds `version`: a local
+            // write or a newer version must not get this chunk's bytes.
+            try await BlockingIO.run { [self] in
+                try state.withLock { state in
+                    guard var record = state.content[id], record.chunks == version, !record.dirty else { return }
+                    let fd = try FileDescriptor.open(path, .writeOnly, options: [.closeOnExec])
+                    defer { try? fd.close() }
+                    try FileIO.writeAll(fd, data, offset: piece.offset)
+                    record.present.insert(piece.range)
+                    state.content[id] = record
+                    state.storedChunks.insert(piece.ref.hash)
+                    try saveContent(id, record)
+                }
             }
         }
     }
@@ -335,6 +346,7 @@ extension Replica {
         try state.withLock { state throws(ReplicaError) in
             guard state.view.liveItem(id) != nil || state.content[id] != nil else { throw .notFound }
             var record = state.content[id] ?? .empty
+            try preserveQueuedBytes(of: id, in: size..<UInt64.max, &state)
             try setLength(of: id, to: size)
             if size > record.size { record.present.insert(record.size..<size) }
             record.present.truncate(to: size)
@@ -358,29 +370,57 @@ extension Replica {
         }
     }
 
-    /// Chunks a written file, stages its new chunks and queues its new version, in one
-    /// transaction. Writes that land while chunking make it start over.
+    /// Before bytes of the content file of `id` in `range` change: the chunks of queued
+    /// versions whose only copy they are get copied aside (staged) first.
+    func preserveQueuedBytes(of id: ItemID, in range: Range<UInt64>, _ state: inout ReplicaState) throws(ReplicaError) {
+        let pieces = state.unstaged.take(of: id, overlapping: range)
+        guard !pieces.isEmpty else { return }
+        do {
+            let fd = try files.openContent(id, writable: false)
+            defer { try? fd.close() }
+            for piece in pieces {
+                let data = try FileIO.read(fd, offset: piece.offset, count: Int(piece.ref.size))
+                guard ChunkHash(of: data) == piece.ref.hash else {
+                    logger.error("queued chunk \(piece.ref.hash) of \(id) changed before it was uploaded")
+                    continue
+                }
+                try files.stage(piece.ref.hash, data)
+            }
+        } catch {
+            state.unstaged.add(pieces, of: id)
+            throw .local("cannot copy queued bytes of \(id) aside before changing them: \(error)")
+        }
+    }
+
+    /// Chunks a written file and queues its new version, in one transaction; the chunks stay
+    /// in the content file until uploaded (`UnstagedChunks`). Writes that land while chunking
+    /// make it start over.
     func commit(_ id: ItemID, durable: Bool) throws(ReplicaError) {
         while true {
-            let snapshot = state.withLock { state -> (generation: UInt64, size: UInt64)? in
+            let snapshot = state.withLock { state -> (generation: UInt64, size: UInt64, writing: Bool)? in
                 guard let record = state.content[id], record.dirty else { return nil }
-                return (state.writeGeneration[id, default: 0], record.size)
+                return (state.writeGeneration[id, default: 0], record.size, state.writesInFlight[id] != nil)
             }
             guard let snapshot else { return }
+            if snapshot.writing {  // another thread is copying bytes in: chunk after it
+                usleep(200)
+                continue
+            }
             let pieces: [ContentChunker.Piece]
             do {
                 let fd = try files.openContent(id, writable: false)
                 defer { try? fd.close() }
-                pieces = try ContentChunker(chunker: chunker).chunks(of: fd, size: snapshot.size) { piece, bytes in
-                    try files.stage(piece.ref.hash, bytes)
-                }
+                pieces = try ContentChunker(chunker: chunker).chunks(of: fd, size: snapshot.size)
             } catch {
                 throw .local("cannot read the cache file of \(id) to queue it: \(error)")
             }
             let done = try state.withLock { state throws(ReplicaError) -> Bool in
                 guard var record = state.content[id], record.dirty else { return true }
-                guard state.writeGeneration[id, default: 0] == snapshot.generation else { return false }
+                guard state.writeGeneration[id, default: 0] == snapshot.generation, state.writesInFlight[id] == nil else {
+                    return false
+                }
                 let chunks = pieces.map(\.ref)
+                let written = state.dirtyMtime[id] != nil
                 let mtime = state.dirtyMtime[id] ?? Timestamp.now()
                 record.chunks = chunks
                 record.size = snapshot.size
@@ -395,11 +435,16 @@ extension Replica {
                 // Deleted on another device while open here: the edit is queued anyway and
                 // revives the file (an edit beats a delete).
                 let unchanged = !item.deleted && item.chunks == chunks && item.size == snapshot.size
+                if unchanged && !written {  // created and closed without a write: nothing to queue
+                    try saveContent(id, record)
+                    return true
+                }
                 let op = ItemOperation.update(.init(
                     id: id, base: 0, content: unchanged ? nil : Content(size: snapshot.size, chunks: chunks),
                     mtime: mtime))
                 let base = state.openedBase[id] ?? state.device.base(of: id)
                 try enqueue([(op, unchanged ? nil : base)], &state, content: [id])
+                if !unchanged { state.unstaged.add(pieces.filter { !state.storedChunks.contains($0.ref.hash) }, of: id) }
                 if state.openedBase[id] != nil { state.openedBase[id] = state.device.base(of: id) }
                 return true
             }

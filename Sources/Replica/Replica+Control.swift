@@ -21,6 +21,7 @@ extension Replica {
                     refused.append("\(state.view.path(of: file) ?? file.rawValue) \(why)")
                     continue
                 }
+                try preserveQueuedBytes(of: file, in: 0..<UInt64.max, &state)  // owed chunks
                 state.content[file] = nil
                 state.downloadRequested.remove(file)
                 state.downloadErrors[file] = nil

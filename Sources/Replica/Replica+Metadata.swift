@@ -193,24 +193,37 @@ extension Replica {
                 id: id, parent: parent, name: name, kind: kind, mode: mode & 0o7777, mtime: Timestamp.now(),
                 target: target))
             if kind == .file {
-                state.content[id] = .empty
+                // Dirty from the start: a new file is opened for writing, and its first write
+                // then costs no transaction.
+                state.content[id] = ContentRecord.empty.with(dirty: true)
             }
-            try enqueue([(op, nil)], &state, content: kind == .file ? [id] : [])
+            try enqueue([(op, nil)], &state, content: kind == .file ? [id] : [], newInode: id)
             return attributes(state.liveItem(id)!, &state)
         }
     }
 
-    /// Queues one local change: durable in the database first, then shown in the view.
-    func enqueue(_ ops: [(ItemOperation, BaseVersion?)], _ state: inout ReplicaState, content: [ItemID] = []) throws(ReplicaError) {
+    /// Queues one local change: durable in the database first, then shown in the view. The
+    /// same transaction records the content records of `content` and an inode number for
+    /// `newInode` (a created item).
+    func enqueue(
+        _ ops: [(ItemOperation, BaseVersion?)], _ state: inout ReplicaState, content: [ItemID] = [],
+        newInode: ItemID? = nil
+    ) throws(ReplicaError) {
         let change = state.device.makeChange(localID: state.nextLocalID, time: Timestamp.now(), ops)
+        let inode: UInt64?
         do {
-            try database.pool.write { db in
+            inode = try database.pool.write { db in
                 try database.insertPending(change, db)
                 try database.setMeta("nextLocalID", String(change.localID + 1), db)
                 for id in content { try database.saveContent(id, state.content[id], db) }
+                return try newInode.map { try database.insertInode(for: $0, db) }
             }
         } catch {
             throw .local("cannot record the change in \(files.databasePath): \(error)")
+        }
+        if let newInode, let inode {
+            state.inodeByID[newInode] = inode
+            state.idByInode[inode] = newInode
         }
         state.nextLocalID += 1
         state.device.append(change)

@@ -224,12 +224,15 @@ extension Replica {
         }
     }
 
-    /// Drops staged chunks that no queued change and no owed upload needs any more.
+    /// Forgets the local copies (staged, or in place) of chunks that no queued change and no
+    /// owed upload needs any more.
     private func unstage(_ hashes: [ChunkHash]) {
-        let stillNeeded = state.withLock { state in
-            Set(state.device.pending.flatMap { $0.ops.flatMap(\.chunkHashes) } + state.owed.values.joined().map(\.hash))
+        let done = state.withLock { state in
+            let done = Set(hashes).subtracting(state.neededChunks)
+            state.unstaged.remove(done)
+            return done
         }
-        for hash in Set(hashes).subtracting(stillNeeded) {
+        for hash in done {
             files.unstage(hash)
         }
     }
@@ -325,11 +328,11 @@ extension Replica {
             while next < due.endIndex && (group.isEmpty || bytes + Int(due[next].size) <= groupBytes) {
                 let chunk = due[next]
                 next += 1
-                if let data = files.readStaged(chunk.hash) {
+                if let data = localBytes(of: chunk.hash) {
                     group.append((chunk.hash, data))
                     bytes += data.count
                 } else if try await !container.hasChunk(chunk.hash) {
-                    throw ReplicaError.local("chunk \(chunk.hash) is neither staged locally nor in the store")
+                    throw ReplicaError.local("chunk \(chunk.hash) is neither in the cache nor in the store")
                 }
             }
             guard !group.isEmpty else { continue }  // all were in the store already: no flush
@@ -342,6 +345,48 @@ extension Replica {
                 try await Task.sleep(until: start + .seconds(Double(sent) / Double(limit)), clock: .continuous)
             }
         }
+    }
+}
+
+extension Replica {
+    /// The bytes of a chunk to upload: copied aside, or still in a content file (checked
+    /// against the hash: a write may have been changing them while they were read).
+    func localBytes(of hash: ChunkHash) -> Data? {
+        if let data = files.readStaged(hash) { return data }
+        for (id, piece) in state.withLock({ $0.unstaged.locations(of: hash) }) {
+            guard let fd = try? files.openContent(id, writable: false) else { continue }
+            defer { try? fd.close() }
+            if let data = try? FileIO.read(fd, offset: piece.offset, count: Int(piece.ref.size)),
+                ChunkHash(of: data) == hash
+            {
+                return data
+            }
+        }
+        return files.readStaged(hash)  // copied aside while it was being read
+    }
+
+    /// After a restart: which chunks of queued versions are only in their content files.
+    static func findUnstagedChunks(_ state: inout ReplicaState, _ files: LocalFiles) {
+        let needed = state.neededChunks
+        guard !needed.isEmpty else { return }
+        for (id, record) in state.content {
+            var offset: UInt64 = 0
+            var pieces: [ContentChunker.Piece] = []
+            for chunk in record.chunks {
+                if needed.contains(chunk.hash) && !files.isStaged(chunk.hash) {
+                    pieces.append(.init(offset: offset, ref: chunk))
+                }
+                offset += UInt64(chunk.size)
+            }
+            state.unstaged.add(pieces, of: id)
+        }
+    }
+}
+
+extension ReplicaState {
+    /// Chunks that queued changes and owed uploads name.
+    var neededChunks: Set<ChunkHash> {
+        Set(device.pending.flatMap { $0.ops.flatMap(\.chunkHashes) } + owed.values.joined().map(\.hash))
     }
 }
 

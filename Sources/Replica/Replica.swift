@@ -98,6 +98,7 @@ public final class Replica: Sendable {
                     state.inodeByID[id] = inode
                     state.idByInode[inode] = id
                 }
+                Replica.findUnstagedChunks(&state, files)
                 return (state, deviceID!)
             }
             state = Mutex(loaded.0)

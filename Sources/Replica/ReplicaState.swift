@@ -12,6 +12,10 @@ struct ReplicaState: Sendable {
     var content: [ItemID: ContentRecord]
     /// Bumped by every local write, so a commit can tell if the file changed while chunking.
     var writeGeneration: [ItemID: UInt64] = [:]
+    /// Writes copying bytes into a content file right now (a commit waits for them).
+    var writesInFlight: [ItemID: Int] = [:]
+    /// Chunks of queued versions whose only copy is in their content files.
+    var unstaged = UnstagedChunks()
     /// Local modification times of files written since their last commit.
     var dirtyMtime: [ItemID: Timestamp] = [:]
     var openCount: [ItemID: Int] = [:]

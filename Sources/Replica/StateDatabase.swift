@@ -243,4 +243,10 @@ struct ContentRecord: Sendable, Equatable {
 
     /// An empty file that is complete (a new local file, or nothing known yet).
     static let empty = ContentRecord(chunks: [], size: 0, present: ByteRanges(), dirty: false, pinned: false, lastAccess: 0)
+
+    func with(dirty: Bool) -> ContentRecord {
+        var record = self
+        record.dirty = dirty
+        return record
+    }
 }

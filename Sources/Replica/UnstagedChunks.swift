@@ -1,0 +1,61 @@
+import ContainerFormat
+
+/// Chunks of queued versions whose only copy is still in their content files: where each
+/// one's bytes are until it is uploaded. Saving a file costs no copy of its bytes; a write,
+/// truncation or eviction that would change such bytes first copies them aside (staging,
+/// see `Replica.preserveQueuedBytes`), and uploads check every chunk's hash when they read it.
+struct UnstagedChunks: Sendable {
+    private var piecesByItem: [ItemID: [ContentChunker.Piece]] = [:]
+    private var itemsByHash: [ChunkHash: Set<ItemID>] = [:]
+
+    var isEmpty: Bool { piecesByItem.isEmpty }
+
+    /// Records that `pieces` of the content file of `id` hold chunks not uploaded yet.
+    mutating func add(_ pieces: some Sequence<ContentChunker.Piece>, of id: ItemID) {
+        var known = piecesByItem[id] ?? []
+        for piece in pieces where !known.contains(where: { $0.offset == piece.offset && $0.ref == piece.ref }) {
+            known.append(piece)
+            itemsByHash[piece.ref.hash, default: []].insert(id)
+        }
+        if !known.isEmpty { piecesByItem[id] = known }
+    }
+
+    /// Removes and returns the pieces of `id` whose bytes overlap `range`.
+    mutating func take(of id: ItemID, overlapping range: Range<UInt64>) -> [ContentChunker.Piece] {
+        guard let pieces = piecesByItem[id] else { return [] }
+        var taken: [ContentChunker.Piece] = []
+        var kept: [ContentChunker.Piece] = []
+        for piece in pieces {
+            if piece.range.overlaps(range) { taken.append(piece) } else { kept.append(piece) }
+        }
+        guard !taken.isEmpty else { return [] }
+        piecesByItem[id] = kept.isEmpty ? nil : kept
+        for hash in Set(taken.map(\.ref.hash)) where !kept.contains(where: { $0.ref.hash == hash }) {
+            itemsByHash[hash]?.remove(id)
+            if itemsByHash[hash]?.isEmpty == true { itemsByHash[hash] = nil }
+        }
+        return taken
+    }
+
+    /// Where the bytes of `hash` may be: content files and offsets (the caller checks the hash).
+    func locations(of hash: ChunkHash) -> [(id: ItemID, piece: ContentChunker.Piece)] {
+        (itemsByHash[hash] ?? []).flatMap { id in
+            (piecesByItem[id] ?? []).filter { $0.ref.hash == hash }.map { (id, $0) }
+        }
+    }
+
+    /// Forgets chunks nothing needs any more (uploaded and landed).
+    mutating func remove(_ hashes: some Sequence<ChunkHash>) {
+        for hash in hashes {
+            guard let ids = itemsByHash.removeValue(forKey: hash) else { continue }
+            for id in ids {
+                let kept = piecesByItem[id]?.filter { $0.ref.hash != hash } ?? []
+                piecesByItem[id] = kept.isEmpty ? nil : kept
+            }
+        }
+    }
+}
+
+extension ContentChunker.Piece {
+    var range: Range<UInt64> { offset..<offset + UInt64(ref.size) }
+}
