@@ -28,7 +28,7 @@ public struct DeviceView: Sendable {
         self.pending = pending
         self.landed = landed
         view = synced
-        replayPending()
+        replayPending(resetting: [])
     }
 
     /// What a new operation on `id` is based on: the item's content version as the view
@@ -103,8 +103,6 @@ public struct DeviceView: Sendable {
     /// names every item whose state in the view changed.
     public mutating func applyRemote(_ entries: [(seq: UInt64, commit: Commit?)], ourBatch: Batch?) -> RemoteOutcome {
         var result = RemoteOutcome()
-        let speculativeBefore = speculativelyChanged
-        let before = view  // copy-on-write: costs nothing until the view is rebuilt
         for (seq, commit) in entries {
             guard let commit else {
                 synced.skip(seq: seq)
@@ -125,19 +123,33 @@ public struct DeviceView: Sendable {
         if landed.count > DeviceView.landedKept {
             for id in landed.keys.sorted().prefix(landed.count - DeviceView.landedKept) { landed[id] = nil }
         }
-        replayPending()
-        // An item's view changes only if the journal or a speculative change touched it; of
-        // those, keep the ones that look different (the device's own changes landing do not).
-        result.changed.formUnion(speculativeBefore)
-        result.changed.formUnion(speculativelyChanged)
-        result.changed = result.changed.filter { before.items[$0] != view.items[$0] }
+        // Only items the journal or a queued change touched can differ between the view and
+        // the synced tree: the view is rebuilt from those alone (a pull costs what it
+        // changed, not the size of the container).
+        let touched = speculativelyChanged.union(result.changed)
+        result.previous = touched.reduce(into: [:]) { previous, id in previous[id] = view.items[id] }
+        replayPending(resetting: touched)
+        assert(matchesFullReplay, "the view rebuilt from touched items differs from a full replay")
+        // Of those, keep the ones that look different (the device's own changes landing do
+        // not); one the replay touched for the first time counts as changed.
+        result.changed = touched.union(speculativelyChanged).filter { id in
+            !touched.contains(id) || result.previous[id] != view.items[id]
+        }
         return result
     }
 
     // MARK: - Internals
 
-    private mutating func replayPending() {
-        view = synced
+    /// Checked in debug builds: the incremental rebuild gives what replaying from scratch does.
+    private var matchesFullReplay: Bool {
+        let full = DeviceView(device: device, synced: synced, pending: pending, landed: landed)
+        return full.view == view && full.contentOwner == contentOwner
+    }
+
+    /// Rebuilds the view: the synced tree with the queue folded on top. `touched` are the
+    /// items where the view may differ from the synced tree (everywhere else it equals it).
+    private mutating func replayPending(resetting touched: Set<ItemID>) {
+        view.reset(touched, to: synced)
         contentOwner = [:]
         speculativelyChanged = []
         for (index, change) in pending.enumerated() {
@@ -173,6 +185,8 @@ public struct RemoteOutcome: Sendable {
     public var outcomes: [FoldOutcome] = []
     /// True when the device's own batch was among the entries.
     public var landedBatch = false
+    /// The view's items before, of those that may have changed (absent: did not exist).
+    public var previous: [ItemID: Item] = [:]
 
     public init() {}
 }

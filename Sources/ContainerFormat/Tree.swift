@@ -105,6 +105,19 @@ public struct Tree: Sendable {
         insertIntoIndexes(item)
     }
 
+    /// Makes `ids` (and the head) as they are in `other`: a view that differs from `other`
+    /// only in those items becomes equal to it without a copy of the whole tree.
+    mutating func reset(_ ids: some Sequence<ItemID>, to other: Tree) {
+        for id in ids {
+            if let old = items[id] {
+                removeFromIndexes(old)
+                items[id] = nil
+            }
+            if let item = other.items[id] { insertIntoIndexes(item) }
+        }
+        head = other.head
+    }
+
     private mutating func insertIntoIndexes(_ item: Item) {
         items[item.id] = item
         guard !item.deleted, item.id != .root else { return }

@@ -153,7 +153,6 @@ extension Replica {
     private func apply(_ entries: [(seq: UInt64, commit: Commit?)]) throws {
         let (outcome, landed, events) = try state.withLock { state in
             let inFlight = state.inFlight
-            let before = state.device.view  // copy-on-write: free unless the view changes
             let outcome = state.device.applyRemote(entries, ourBatch: inFlight)
             var events: [EventLog.Event] = []
             for (entry, fold) in zip(entries.filter { $0.commit != nil }, outcome.outcomes)
@@ -184,7 +183,7 @@ extension Replica {
             state.pulledAt = state.pulledAt.filter { now - $0.value < Replica.recentPull }
             // Only a file the kernel may know at another size: existing, size or content changed.
             for id in outcome.changed {
-                guard let old = before.item(id), let new = state.device.view.item(id),
+                guard let old = outcome.previous[id], let new = state.device.view.item(id),
                     old.size != new.size || old.chunks != new.chunks
                 else { continue }
                 state.pulledAt[id] = now
