@@ -119,9 +119,11 @@ public struct DeviceView: Sendable {
             }
         }
         // Kept (not only for queued changes): an open file's writer may still be based on a
-        // change that has landed. Bounded: the oldest entries go first.
-        if landed.count > DeviceView.landedKept {
-            for id in landed.keys.sorted().prefix(landed.count - DeviceView.landedKept) { landed[id] = nil }
+        // change that has landed. Bounded: the oldest go first, trimmed now and then (local
+        // ids only grow, so the newest `landedKept` ids are those above a cutoff).
+        if landed.count > DeviceView.landedKept + DeviceView.landedKept / 4, let newest = landed.keys.max() {
+            let cutoff = newest - Int64(DeviceView.landedKept)
+            landed = landed.filter { $0.key > cutoff }
         }
         // Only items the journal or a queued change touched can differ between the view and
         // the synced tree: the view is rebuilt from those alone (a pull costs what it

@@ -23,28 +23,34 @@ extension FuseFileSystem {
         }
     }
 
+    /// Sizes may need a download first (on a task); modes, times and owners are answered on
+    /// libfuse's thread (tar and cp -a set them on every file).
     func setattr(_ request: Request, _ inode: fuse_ino_t, _ new: stat, _ toSet: Int32) {
-        answerLater(request) { [self] in
-            let item = try id(inode)
-            var attributes = try replica.attributes(of: item)
-            if toSet & FUSE_SET_ATTR_SIZE != 0 {
-                attributes = try await replica.truncate(item, to: UInt64(max(0, new.st_size)))
-            }
-            var mode: UInt32?
-            var mtime: Timestamp?
-            if toSet & FUSE_SET_ATTR_MODE != 0 { mode = new.st_mode & 0o7777 }
-            if toSet & FUSE_SET_ATTR_MTIME_NOW != 0 {
-                mtime = Timestamp.now()
-            } else if toSet & FUSE_SET_ATTR_MTIME != 0 {
-                mtime = Timestamp(seconds: Int64(new.st_mtim.tv_sec), nanoseconds: UInt32(new.st_mtim.tv_nsec))
-            }
-            // Owners are not stored (every item shows the mount's uid/gid): chown is accepted
-            // and has no effect, so that `cp -a`, `tar` and `rsync -a` as root work.
-            if mode != nil || mtime != nil {
-                attributes = try replica.setAttributes(item, mode: mode, mtime: mtime)
-            }
-            request.attributes(stat(of: attributes), timeout: attributeTimeout)
+        guard toSet & FUSE_SET_ATTR_SIZE != 0 else {
+            return answer(request) { try setOtherAttributes(request, inode, new, toSet) }
         }
+        answerLater(request) { [self] in
+            _ = try await replica.truncate(try id(inode), to: UInt64(max(0, new.st_size)))
+            try setOtherAttributes(request, inode, new, toSet)
+        }
+    }
+
+    private func setOtherAttributes(_ request: Request, _ inode: fuse_ino_t, _ new: stat, _ toSet: Int32) throws {
+        let item = try id(inode)
+        var mode: UInt32?
+        var mtime: Timestamp?
+        if toSet & FUSE_SET_ATTR_MODE != 0 { mode = new.st_mode & 0o7777 }
+        if toSet & FUSE_SET_ATTR_MTIME_NOW != 0 {
+            mtime = Timestamp.now()
+        } else if toSet & FUSE_SET_ATTR_MTIME != 0 {
+            mtime = Timestamp(seconds: Int64(new.st_mtim.tv_sec), nanoseconds: UInt32(new.st_mtim.tv_nsec))
+        }
+        // Owners are not stored (every item shows the mount's uid/gid): chown is accepted
+        // and has no effect, so that `cp -a`, `tar` and `rsync -a` as root work.
+        let attributes =
+            mode != nil || mtime != nil
+            ? try replica.setAttributes(item, mode: mode, mtime: mtime) : try replica.attributes(of: item)
+        request.attributes(stat(of: attributes), timeout: attributeTimeout)
     }
 
     func readlink(_ request: Request, _ inode: fuse_ino_t) {

@@ -88,14 +88,13 @@ final class StateDatabase: Sendable {
         return landed
     }
 
-    /// Records that changes `localIDs` landed as entry `seq`, keeping the newest `keep`.
+    /// Records that changes `localIDs` landed as entry `seq`, keeping those of the newest
+    /// `keep` local ids (ids only grow).
     func recordLanded(_ localIDs: [Int64], seq: UInt64, keep: Int, _ db: Database) throws {
         let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO landed (local_id, seq) VALUES (?, ?)")
         for id in localIDs { try insert.execute(arguments: [id, Int64(seq)]) }
-        try db.execute(
-            sql: "DELETE FROM landed WHERE local_id < "
-                + "(SELECT MIN(local_id) FROM (SELECT local_id FROM landed ORDER BY local_id DESC LIMIT ?))",
-            arguments: [keep])
+        guard let newest = localIDs.max() else { return }
+        try db.cachedStatement(sql: "DELETE FROM landed WHERE local_id <= ?").execute(arguments: [newest - Int64(keep)])
     }
 
     // MARK: item (the synced tree)
