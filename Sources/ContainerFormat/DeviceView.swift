@@ -132,10 +132,10 @@ public struct DeviceView: Sendable {
         result.previous = touched.reduce(into: [:]) { previous, id in previous[id] = view.items[id] }
         replayPending(resetting: touched)
         assert(matchesFullReplay, "the view rebuilt from touched items differs from a full replay")
-        // Of those, keep the ones that look different (the device's own changes landing do
-        // not); one the replay touched for the first time counts as changed.
+        // Of those, keep the ones that look different: the device's own changes landing
+        // only renumber versions. One the replay touched for the first time counts.
         result.changed = touched.union(speculativelyChanged).filter { id in
-            !touched.contains(id) || result.previous[id] != view.items[id]
+            !touched.contains(id) || !Item.sameApartFromVersions(result.previous[id], view.items[id])
         }
         return result
     }

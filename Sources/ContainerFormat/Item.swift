@@ -130,6 +130,14 @@ public struct Item: Hashable, Codable, Sendable {
     public var contentPending: Bool?
 
     /// The content is named but not all of its chunks are in the store yet.
+    /// Equal but for version numbers (what a device's own change landing renumbers).
+    public static func sameApartFromVersions(_ a: Item?, _ b: Item?) -> Bool {
+        guard var a, var b else { return a == nil && b == nil }
+        (a.version, a.contentVersion) = (0, 0)
+        (b.version, b.contentVersion) = (0, 0)
+        return a == b
+    }
+
     public var isContentPending: Bool {
         get { contentPending == true }
         set { contentPending = newValue ? true : nil }

@@ -81,7 +81,10 @@ extension Replica {
     func enforceCacheBound() {
         let bound = configuration.cacheSize
         let victims = state.withLock { state -> [ItemID] in
-            var total: UInt64 = 0
+            // Runs after every push: the sum first; the costlier choice only when over.
+            var total = state.content.values.reduce(UInt64(0)) { $0 + $1.present.coveredBytes(below: $1.size) }
+            guard total > bound else { return [] }
+            total = 0
             var candidates: [(id: ItemID, bytes: UInt64, lastAccess: Int64)] = []
             let pending = state.itemsWithPendingChanges
             for (id, record) in state.content {
