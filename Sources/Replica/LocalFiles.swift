@@ -2,6 +2,7 @@ import BlobStore
 import ContainerFormat
 import Foundation
 import SystemPackage
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -49,10 +50,26 @@ struct LocalFiles: Sendable {
         unlink(contentPath(id))
     }
 
-    /// Flushes everything written in the cache (staged chunks, content files, folders) with
-    /// one `syncfs` of its filesystem.
-    func syncAll() throws {
-        try FileIO.syncFileSystem(containing: root)
+    /// Starts flushing the content file of `id` on another thread (an fsync lets its disk
+    /// write overlap the chunking of the file); `wait()` returns the outcome.
+    func startSyncingContent(_ id: ItemID) -> ContentFlush {
+        let flush = ContentFlush()
+        let path = contentPath(id)
+        DispatchQueue.global().async {
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            let failure = fd < 0 ? errno : (fsync(fd) == 0 ? 0 : errno)
+            if fd >= 0 { close(fd) }
+            flush.finish(failure)
+        }
+        return flush
+    }
+
+    /// Flushes the content file of `id` and its folder entry.
+    func syncContent(_ id: ItemID) throws {
+        let fd = try openContent(id, writable: false)
+        defer { try? fd.close() }
+        guard fsync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
+        try FileIO.syncDirectory(FilePath((contentPath(id) as NSString).deletingLastPathComponent))
     }
 
     /// Copies a chunk's bytes aside until it is uploaded (content-addressed: staging the same
@@ -95,5 +112,24 @@ struct LocalFiles: Sendable {
 
     func unstage(_ hash: ChunkHash) {
         unlink(stagedPath(hash))
+    }
+}
+
+/// An fsync running on another thread (see `LocalFiles.startSyncingContent`).
+final class ContentFlush: Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private let failure = Mutex<Int32>(0)
+
+    fileprivate func finish(_ error: Int32) {
+        failure.withLock { $0 = error }
+        done.signal()
+    }
+
+    /// Waits for the flush (again: returns at once); throws its error.
+    func wait() throws {
+        done.wait()
+        done.signal()
+        let error = failure.withLock { $0 }
+        if error != 0 { throw Errno(rawValue: error) }
     }
 }

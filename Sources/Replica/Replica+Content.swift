@@ -396,12 +396,15 @@ extension Replica {
     /// in the content file until uploaded (`UnstagedChunks`). Writes that land while chunking
     /// make it start over.
     func commit(_ id: ItemID, durable: Bool) throws(ReplicaError) {
+        // fsync: the disk write of the content file runs while the file is chunked.
+        let flush = durable ? files.startSyncingContent(id) : nil
+        defer { try? flush?.wait() }
         while true {
             let snapshot = state.withLock { state -> (generation: UInt64, size: UInt64, writing: Bool)? in
                 guard let record = state.content[id], record.dirty else { return nil }
                 return (state.writeGeneration[id, default: 0], record.size, state.writesInFlight[id] != nil)
             }
-            guard let snapshot else { return }
+            guard let snapshot else { break }  // nothing new to queue (an fsync still syncs)
             if snapshot.writing {  // another thread is copying bytes in: chunk after it
                 usleep(200)
                 continue
@@ -450,14 +453,21 @@ extension Replica {
             }
             if done { break }
         }
-        if durable { try makeDurable() }
+        if let flush {
+            do {
+                try flush.wait()
+            } catch {
+                throw .local("cannot flush the cache file of \(id): \(error)")
+            }
+            try makeDurable(id)
+        }
     }
 
-    /// Flushes staged chunks and the state database to disk: one `syncfs` of the cache's
-    /// filesystem instead of an fsync per chunk file, then a checkpoint of the database.
-    func makeDurable() throws(ReplicaError) {
+    /// Flushes the queued version of `id` to disk: its content file (where its chunks are;
+    /// bytes copied aside are synced when copied), then the state database (the queue).
+    func makeDurable(_ id: ItemID) throws(ReplicaError) {
         do {
-            try files.syncAll()
+            try files.syncContent(id)
             try database.pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA wal_checkpoint(FULL)")
             }
