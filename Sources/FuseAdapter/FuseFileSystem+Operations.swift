@@ -157,6 +157,14 @@ extension FuseFileSystem {
 
     func read(_ request: Request, _ handle: UInt64, _ size: Int, _ offset: Int) {
         guard let file = files.get(handle) else { return request.error(EBADF) }
+        // Present bytes (most reads) are answered here; a download waits on a task.
+        do {
+            if let bytes = try replica.readableIfPresent(file, offset: UInt64(offset), count: size) {
+                return request.data(bytes)
+            }
+        } catch {
+            return request.error(error)
+        }
         answerLater(request) { [replica] in
             request.data(try await replica.readable(file, offset: UInt64(offset), count: size))
         }

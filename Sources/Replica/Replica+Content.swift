@@ -79,6 +79,15 @@ extension Replica {
         return CachedBytes(fd: file.fd.rawValue, offset: offset, count: end > offset ? Int(end - offset) : 0)
     }
 
+    /// `read` when the range is present locally: answered at once, on the caller's thread;
+    /// nil when something must be downloaded first (use `readable`).
+    public func readableIfPresent(_ file: OpenFile, offset: UInt64, count: Int) throws(ReplicaError) -> CachedBytes? {
+        let plan = try prepareRead(file.id, offset..<offset + UInt64(count))
+        guard plan.missing.isEmpty else { return nil }
+        let end = min(offset + UInt64(count), plan.size)
+        return CachedBytes(fd: file.fd.rawValue, offset: offset, count: end > offset ? Int(end - offset) : 0)
+    }
+
     /// `read` into memory.
     public func read(_ file: OpenFile, offset: UInt64, count: Int) async throws(ReplicaError) -> Data {
         let bytes = try await readable(file, offset: offset, count: count)
@@ -274,8 +283,12 @@ extension Replica {
         }
     }
 
-    /// Fetches chunks (at most four at once) into the content file of `id`, if it still
-    /// holds `version` when each arrives.
+    /// Chunk fetches one file download keeps in flight: enough to hide the store's latency
+    /// and spread verification over the cores.
+    static let fetchesInFlight = 8
+
+    /// Fetches chunks (`fetchesInFlight` at once) into the content file of `id`, if it
+    /// still holds `version` when each arrives.
     func fetch(_ id: ItemID, _ pieces: [ContentChunker.Piece], version: [ChunkRef]) async throws(ReplicaError) {
         guard !pieces.isEmpty else { return }
         state.withLock { _ = $0.downloading.insert(id) }
@@ -284,7 +297,7 @@ extension Replica {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 var started = 0
                 for piece in pieces {
-                    if started >= 4 { try await group.next() }
+                    if started >= Replica.fetchesInFlight { try await group.next() }
                     group.addTask { try await self.fetch(id, piece, version: version) }
                     started += 1
                 }
