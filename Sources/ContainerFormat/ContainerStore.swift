@@ -156,7 +156,7 @@ public struct ContainerStore: Sendable {
         var problems: [String] = []
         for key in keys.reversed() {
             do {
-                let snapshot = try FormatCoding.decode(Snapshot.self, from: try await store.get(key))
+                let snapshot = try SnapshotDecoder.decode(try await store.get(key))
                 guard snapshot.format <= Snapshot.formatVersion else {
                     problems.append("\(key): format \(snapshot.format) is newer than this icloudfs")
                     continue

@@ -64,6 +64,9 @@ public struct Tree: Sendable {
         items.values.sorted { $0.id < $1.id }
     }
 
+    /// Every item's id, tombstones included, in no order.
+    public var allIDs: [ItemID] { Array(items.keys) }
+
     public var count: Int { items.count }
 
     /// `/`-joined names from the root, e.g. `Documents/notes.txt` (empty for the root).

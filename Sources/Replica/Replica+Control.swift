@@ -116,7 +116,8 @@ extension Replica {
     /// and pinned files, among `ids` (nil: the whole container).
     func downloadWanted(_ ids: Set<ItemID>?) {
         let wanted = state.withLock { state -> [ItemID] in
-            let candidates = ids.map(Array.init) ?? state.view.allItems.map(\.id)
+            guard configuration.greedy || state.content.values.contains(where: \.pinned) else { return [] }
+            let candidates = ids.map(Array.init) ?? state.view.allIDs
             return candidates.filter { id in
                 guard let item = state.view.liveItem(id), item.kind == .file, item.size > 0 else { return false }
                 let record = state.content[id]

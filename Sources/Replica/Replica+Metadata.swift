@@ -197,33 +197,23 @@ extension Replica {
                 // then costs no transaction.
                 state.content[id] = ContentRecord.empty.with(dirty: true)
             }
-            try enqueue([(op, nil)], &state, content: kind == .file ? [id] : [], newInode: id)
+            try enqueue([(op, nil)], &state, content: kind == .file ? [id] : [])
             return attributes(state.liveItem(id)!, &state)
         }
     }
 
     /// Queues one local change: durable in the database first, then shown in the view. The
-    /// same transaction records the content records of `content` and an inode number for
-    /// `newInode` (a created item).
-    func enqueue(
-        _ ops: [(ItemOperation, BaseVersion?)], _ state: inout ReplicaState, content: [ItemID] = [],
-        newInode: ItemID? = nil
-    ) throws(ReplicaError) {
+    /// same transaction records the content records of `content`.
+    func enqueue(_ ops: [(ItemOperation, BaseVersion?)], _ state: inout ReplicaState, content: [ItemID] = []) throws(ReplicaError) {
         let change = state.device.makeChange(localID: state.nextLocalID, time: Timestamp.now(), ops)
-        let inode: UInt64?
         do {
-            inode = try database.pool.write { db in
+            try database.pool.write { db in
                 try database.insertPending(change, db)
                 try database.setMeta("nextLocalID", String(change.localID + 1), db)
                 for id in content { try database.saveContent(id, state.content[id], db) }
-                return try newInode.map { try database.insertInode(for: $0, db) }
             }
         } catch {
             throw .local("cannot record the change in \(files.databasePath): \(error)")
-        }
-        if let newInode, let inode {
-            state.inodeByID[newInode] = inode
-            state.idByInode[inode] = newInode
         }
         state.nextLocalID += 1
         state.device.append(change)

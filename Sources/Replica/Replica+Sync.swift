@@ -109,19 +109,23 @@ extension Replica {
     /// A new device starts from the newest snapshot instead of replaying the journal.
     func bootstrapFromSnapshot() async throws {
         guard head == 0 else { return }
+        let start = ContinuousClock.now
         let (snapshot, problems) = try await container.latestSnapshot()
         for problem in problems { logger.error("skipping unreadable snapshot \(problem)") }
         guard let snapshot, snapshot.seq > 0 else { return }
+        let read = ContinuousClock.now - start
         let tree = snapshot.tree
+        let ids = snapshot.items.map(\.id)
         try await database.pool.write { [database] db in
-            try database.saveItems(tree.allItems.map(\.id), of: tree, db)
+            try database.saveItems(ids, of: tree, db)
         }
         state.withLock { state in
             state.device = DeviceView(
                 device: configuration.deviceName, synced: tree, pending: state.device.pending,
                 landed: state.device.landed)
         }
-        logger.info("started from snapshot \(snapshot.seq) (\(tree.count) items)")
+        logger.info(
+            "started from snapshot \(snapshot.seq) (\(tree.count) items) in \(ContinuousClock.now - start) (read in \(read))")
     }
 
     func pullUnlocked() async throws {

@@ -90,13 +90,10 @@ public final class Replica: Sendable {
                 state.owed = try database.meta("owed", db).map {
                     try FormatCoding.decode([UInt64: [ChunkRef]].self, from: Data($0.utf8))
                 } ?? [:]
-                var inodes = try database.loadInodes(db)
-                if inodes.isEmpty {
-                    inodes = [(try database.insertInode(for: .root, db), .root)]
-                }
-                for (inode, id) in inodes {
-                    state.inodeByID[id] = inode
-                    state.idByInode[inode] = id
+                state.inodes = InodeNumbers(try database.loadInodes(db))
+                if state.inodes.number(of: .root) == nil {
+                    _ = state.inodes.assign(.root)  // 1: the FUSE root
+                    try database.saveInodes(state.inodes.takeUnsaved(), db)
                 }
                 Replica.findUnstagedChunks(&state, files)
                 return (state, deviceID!)
@@ -164,24 +161,43 @@ public final class Replica: Sendable {
     }
 
     func inode(of id: ItemID, _ state: inout ReplicaState) -> UInt64 {
-        if let inode = state.inodeByID[id] { return inode }
-        do {
-            let inode = try database.pool.write { db in try database.insertInode(for: id, db) }
-            state.inodeByID[id] = inode
-            state.idByInode[inode] = id
-            return inode
-        } catch {
-            fatalError("cannot record an inode number in \(files.databasePath): \(error)")
+        if let inode = state.inodes.number(of: id) { return inode }
+        let first = !state.inodes.hasUnsaved
+        let inode = state.inodes.assign(id)
+        if first { saveInodesSoon() }
+        return inode
+    }
+
+    /// New inode numbers are saved together, shortly after the first of them.
+    private func saveInodesSoon() {
+        Task { [self] in
+            try? await Task.sleep(for: .milliseconds(100))
+            saveInodes()
+        }
+    }
+
+    /// Saves the inode numbers handed out since the last save. A number lost to a crash
+    /// before its save is handed out again after the restart (the kernel knew it only in
+    /// the mount that ended).
+    func saveInodes() {
+        state.withLock { state in
+            let assignments = state.inodes.takeUnsaved()
+            guard !assignments.isEmpty else { return }
+            do {
+                try database.pool.write { db in try database.saveInodes(assignments, db) }
+            } catch {
+                logger.error("cannot record inode numbers in \(files.databasePath): \(error)")
+            }
         }
     }
 
     /// The inode number of `id` if one was ever handed out (nothing is allocated).
     public func existingInode(of id: ItemID) -> UInt64? {
-        state.withLock { $0.inodeByID[id] }
+        state.withLock { $0.inodes.number(of: id) }
     }
 
     public func item(forInode inode: UInt64) -> ItemID? {
-        state.withLock { $0.idByInode[inode] }
+        state.withLock { $0.inodes.item(inode) }
     }
 
     // MARK: - Lifecycle
@@ -212,6 +228,7 @@ public final class Replica: Sendable {
         task?.cancel()
         wakeup.signal()
         await task?.value
+        saveInodes()
     }
 }
 

@@ -7,8 +7,7 @@ struct ReplicaState: Sendable {
     var nextLocalID: Int64
     /// The batch being pushed; persisted so a restarted process pushes the same commit.
     var inFlight: Batch?
-    var inodeByID: [ItemID: UInt64] = [:]
-    var idByInode: [UInt64: ItemID] = [:]
+    var inodes = InodeNumbers([])
     var content: [ItemID: ContentRecord]
     /// Bumped by every local write, so a commit can tell if the file changed while chunking.
     var writeGeneration: [ItemID: UInt64] = [:]

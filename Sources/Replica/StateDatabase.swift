@@ -221,9 +221,9 @@ final class StateDatabase: Sendable {
         try Row.fetchAll(db, sql: "SELECT ino, id FROM inode").map { (UInt64($0["ino"] as Int64), ItemID($0["id"])) }
     }
 
-    func insertInode(for id: ItemID, _ db: Database) throws -> UInt64 {
-        try db.execute(sql: "INSERT INTO inode (id) VALUES (?)", arguments: [id.rawValue])
-        return UInt64(db.lastInsertedRowID)
+    func saveInodes(_ assignments: [(UInt64, ItemID)], _ db: Database) throws {
+        let insert = try db.cachedStatement(sql: "INSERT OR IGNORE INTO inode (ino, id) VALUES (?, ?)")
+        for (number, id) in assignments { try insert.execute(arguments: [Int64(number), id.rawValue]) }
     }
 }
 
