@@ -116,8 +116,14 @@ extension Replica {
         let read = ContinuousClock.now - start
         let tree = snapshot.tree
         let ids = snapshot.items.map(\.id)
-        try await database.pool.write { [database] db in
-            try database.saveItems(ids, of: tree, db)
+        // Recorded in the background (a second or so for 100,000 items): the database runs
+        // writes in order, so everything written later lands after it. If it fails, pulls
+        // stop (they would record a head without the tree); the next start begins again.
+        database.pool.asyncWrite({ [database] db in try database.saveItems(ids, of: tree, db) }) { [self] _, result in
+            guard case .failure(let error) = result else { return }
+            let why = "cannot record snapshot \(snapshot.seq) in \(files.databasePath): \(error); remount to try again"
+            logger.error("\(why)")
+            state.withLock { $0.snapshotNotRecorded = why }
         }
         state.withLock { state in
             state.device = DeviceView(
@@ -129,6 +135,7 @@ extension Replica {
     }
 
     func pullUnlocked() async throws {
+        if let why = state.withLock({ $0.snapshotNotRecorded }) { throw ReplicaError.local(why) }
         while true {
             var seq = head + 1
             var entries: [(seq: UInt64, commit: Commit?)] = []

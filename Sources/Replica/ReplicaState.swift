@@ -38,6 +38,8 @@ struct ReplicaState: Sendable {
     /// This device's journal entries published metadata first, with the chunks still owed
     /// to the store (persisted as meta `owed`; paid, then announced with `uploaded`).
     var owed: [UInt64: [ChunkRef]] = [:]
+    /// Set when the snapshot a new device started from could not be recorded in its cache.
+    var snapshotNotRecorded: String?
     /// Chunks known to be in the store (uploaded or seen there) during this run.
     var storedChunks: Set<ChunkHash> = []
 
