@@ -30,7 +30,7 @@ let package = Package(
             pkgConfig: "fuse3",
             providers: [.apt(["libfuse3-dev"])]
         ),
-        // Linux calls glibc hides behind _GNU_SOURCE (syncfs).
+        // Linux calls Swift's Glibc module does not show (syncfs, malloc_trim).
         .systemLibrary(name: "CLinux"),
         // The remote: a small S3-shaped blob protocol and the directory store.
         .target(

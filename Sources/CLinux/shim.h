@@ -1,6 +1,9 @@
 #ifndef ICLOUDFS_CLINUX_SHIM_H
 #define ICLOUDFS_CLINUX_SHIM_H
-// Linux calls glibc declares only under _GNU_SOURCE, which Swift's Glibc module is built
-// without. The prototypes are glibc's own.
+#include <stddef.h>
+// Linux calls that Swift's Glibc module does not show: syncfs (declared only under
+// _GNU_SOURCE, which the module is built without) and malloc_trim (malloc.h is not in the
+// module). The prototypes are glibc's own.
 int syncfs(int fd);
+int malloc_trim(size_t pad);
 #endif

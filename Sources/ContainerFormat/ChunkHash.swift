@@ -1,22 +1,48 @@
 import Crypto
 import Foundation
 
-/// The SHA-256 of a chunk's bytes: its name in the store and its integrity check.
+/// The SHA-256 of a chunk's bytes: its name in the store and its integrity check. Kept
+/// inline as four words (every file of a large container holds one or more: no heap object
+/// each).
 public struct ChunkHash: Hashable, Comparable, Sendable, CustomStringConvertible {
-    public let bytes: [UInt8]
+    /// The digest's bytes in order, eight per word, big-endian.
+    private let words: (UInt64, UInt64, UInt64, UInt64)
 
     public init(of data: some DataProtocol) {
-        bytes = Array(SHA256.hash(data: data))
+        self.init(digest: SHA256.hash(data: data))
     }
 
     public init(of buffer: UnsafeRawBufferPointer) {
-        bytes = Array(SHA256.hash(data: buffer))
+        self.init(digest: SHA256.hash(data: buffer))
+    }
+
+    private init(digest: SHA256.Digest) {
+        self = digest.withUnsafeBytes { ChunkHash(bytes: Array($0)) }
     }
 
     /// From the 32 raw digest bytes.
     public init(bytes: [UInt8]) {
         precondition(bytes.count == 32, "a SHA-256 digest has 32 bytes")
-        self.bytes = bytes
+        func word(_ index: Int) -> UInt64 {
+            bytes[index * 8..<index * 8 + 8].reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        words = (word(0), word(1), word(2), word(3))
+    }
+
+    /// The 32 raw digest bytes.
+    public var bytes: [UInt8] {
+        [words.0, words.1, words.2, words.3].flatMap { word in (0..<8).reversed().map { UInt8(truncatingIfNeeded: word >> ($0 * 8)) } }
+    }
+
+    public static func == (lhs: ChunkHash, rhs: ChunkHash) -> Bool {
+        lhs.words == rhs.words
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(words.0)
+        hasher.combine(words.1)
+        hasher.combine(words.2)
+        hasher.combine(words.3)
     }
 
     /// Parses 64 lowercase hex digits.
@@ -31,7 +57,7 @@ public struct ChunkHash: Hashable, Comparable, Sendable, CustomStringConvertible
             }
             bytes.append(high << 4 | low)
         }
-        self.bytes = bytes
+        self.init(bytes: bytes)
     }
 
     public var hex: String {
@@ -48,7 +74,7 @@ public struct ChunkHash: Hashable, Comparable, Sendable, CustomStringConvertible
     public var description: String { hex }
 
     public static func < (lhs: ChunkHash, rhs: ChunkHash) -> Bool {
-        lhs.bytes.lexicographicallyPrecedes(rhs.bytes)
+        lhs.words < rhs.words  // big-endian words: the order of the bytes
     }
 
     private static func nibble(_ c: UInt8) -> UInt8? {

@@ -1,4 +1,5 @@
 import BlobStore
+import CLinux
 import ContainerFormat
 import Foundation
 
@@ -120,7 +121,11 @@ extension Replica {
         // writes in order, so everything written later lands after it. If it fails, pulls
         // stop (they would record a head without the tree); the next start begins again.
         database.pool.asyncWrite({ [database] db in try database.saveItems(ids, of: tree, db) }) { [self] _, result in
-            guard case .failure(let error) = result else { return }
+            guard case .failure(let error) = result else {
+                // The decoded snapshot is gone: give its memory back to the system.
+                DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { malloc_trim(0) }
+                return
+            }
             let why = "cannot record snapshot \(snapshot.seq) in \(files.databasePath): \(error); remount to try again"
             logger.error("\(why)")
             state.withLock { $0.snapshotNotRecorded = why }
