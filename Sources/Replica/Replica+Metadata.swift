@@ -129,10 +129,13 @@ extension Replica {
                 case (true, true) where state.view.hasChildren(existing.id): throw .notEmpty
                 default: break
                 }
-                ops.append((.delete(.init(id: existing.id, base: 0)), state.device.base(of: existing.id)))
+                // As an unlink: an open file is replaced as the version that was opened (a
+                // newer one that arrived since is kept), and its handles' writes are dropped.
+                ops.append((.delete(.init(id: existing.id, base: 0)), state.openedBase[existing.id] ?? state.device.base(of: existing.id)))
             }
             ops.append((.move(.init(id: item.id, base: 0, parent: newParent, name: newName)), state.device.base(of: item.id)))
             try enqueue(ops, &state)
+            if let replaced = ops.count > 1 ? ops[0].0.itemID : nil { state.unlinkedHere.insert(replaced) }
         }
     }
 

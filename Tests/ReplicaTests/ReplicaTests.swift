@@ -265,3 +265,31 @@ struct StoreOutageTests {
         #expect(try await b.readFile("offline.txt") == Data("written offline".utf8))
     }
 }
+
+extension ReplicaTests {
+    @Test("renaming over an open file replaces the version that was opened; a newer one that arrived meanwhile is kept")
+    func renameOverOpenFileKeepsNewerVersion() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        let b = try await devices.open("b")
+        try await a.writeFile("f.txt", Data("v1".utf8))
+        try await a.writeFile("g.txt", Data("g".utf8))
+        try await a.push()
+        try await b.pull()
+        let seen = try await b.open(try b.id("f.txt"), write: false, truncate: false)
+        #expect(try await b.read(seen, offset: 0, count: 100) == Data("v1".utf8))
+        try await a.writeFile("f.txt", Data("v2".utf8))
+        try await a.push()
+        try await b.pull()  // v2 arrives while b still has v1 open
+        try b.rename("g.txt", in: .root, to: "f.txt", in: .root)
+        try b.close(seen)
+        try await b.push()
+        try await a.pull()
+        var contents: [Data] = []
+        let names = try a.names()
+        for name in names { contents.append(try await a.readFile(name)) }
+        #expect(contents.contains(Data("v2".utf8)), "the version b never saw survives: \(names)")
+        #expect(contents.contains(Data("g".utf8)))
+    }
+}

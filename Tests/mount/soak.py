@@ -75,14 +75,17 @@ def step(root):
             target = os.path.join(root, target_folder, rng.choice(names))
             old = None
             if os.path.isfile(target) and not is_dir:
-                # Replace only the file that was read: a name can move to another file
-                # meanwhile (another device's change), as on any shared filesystem.
+                # Replace only the file that was read, while it is open: a name can move to
+                # another file meanwhile (another device's change), as on any shared
+                # filesystem; a version that arrives after the read is kept (edit beats delete).
                 with open(target) as f:
                     old = f.read()
                     replaced_while_seen.add(old)
                     if os.stat(target).st_ino != os.fstat(f.fileno()).st_ino:
                         return
-            os.rename(os.path.join(root, source), target)
+                    os.rename(os.path.join(root, source), target)
+            else:
+                os.rename(os.path.join(root, source), target)
             log(root, "rename", os.path.join(root, source), f"-> {os.path.relpath(target, root)} over {old or ''}")
         elif choice == 8 and files:
             # Read, then delete while still open (what the reader saw is what is deleted).
