@@ -47,6 +47,7 @@ public final class FuseSession: @unchecked Sendable {
     public func run() {
         guard let session else { return }
         fuse_set_signal_handlers(session)
+        let signalWatch = watchForExitSignal(session)
         let config = fuse_loop_cfg_create()
         fuse_loop_cfg_set_max_threads(config, 16)
         fuse_loop_cfg_set_clone_fd(config, 0)
@@ -55,10 +56,36 @@ public final class FuseSession: @unchecked Sendable {
         fileSystem.replica.setChangeObserver(nil)
         fileSystem.kernel.attach(nil)
         fuse_remove_signal_handlers(session)
+        // Unmounting also ends a wake-up request of the watch that came after the loop
+        // had already stopped (a signal that interrupted a worker's read ends it alone).
         fuse_session_unmount(session)
+        signalWatch.stop()
         fuse_session_destroy(session)
         self.session = nil
         userdata.release()
+    }
+
+    /// libfuse's signal handlers only mark the session as ended; its threads notice at the
+    /// next request. This watch makes that request (opening the mount point: an `opendir`
+    /// always reaches the filesystem, a `stat` may be answered from the kernel's cache) once
+    /// the session is marked, so SIGTERM, SIGINT and SIGHUP unmount at once.
+    private func watchForExitSignal(_ session: OpaquePointer) -> SignalWatch {
+        let watch = SignalWatch()
+        let address = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(session)))
+        let mountPoint = self.mountPoint
+        DispatchQueue.global().async {
+            defer { watch.finished.signal() }
+            let session = OpaquePointer(bitPattern: address)!
+            while !watch.stopping.load(ordering: .relaxed) {
+                if fuse_session_exited(session) != 0 {
+                    let fd = open(mountPoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                    if fd >= 0 { close(fd) }
+                    return
+                }
+                usleep(100_000)
+            }
+        }
+        return watch
     }
 
     /// Tells the kernel to forget cached attributes, names and pages of changed items, and
@@ -106,5 +133,17 @@ public enum FuseError: Error, CustomStringConvertible {
         switch self {
         case .cannotMount(let why): why
         }
+    }
+}
+
+/// The thread of `FuseSession.watchForExitSignal`; `stop()` returns once it has ended (before
+/// the session it looks at is destroyed).
+private final class SignalWatch: Sendable {
+    let stopping = Atomic<Bool>(false)
+    let finished = DispatchSemaphore(value: 0)
+
+    func stop() {
+        stopping.store(true, ordering: .relaxed)
+        finished.wait()
     }
 }

@@ -25,3 +25,19 @@ test_mount_t_icloudfs() {
     umount "$T/m"
     [ $installed = 0 ] || rm -f "$helper"
 }
+
+# SIGTERM (kill, systemd) unmounts at once, without waiting for a request to arrive; what
+# was written stays for the next mount.
+test_sigterm_unmounts() {
+    mount_device a
+    echo "written before SIGTERM" > "$T/a/kept.txt"
+    local pid
+    pid=$(daemon_of a)
+    kill -TERM "$pid"
+    local start=$SECONDS
+    # (not `kill -0`: an orphaned daemon's zombie may stay unreaped where PID 1 does not reap)
+    eventually "! grep -q ' $T/a ' /proc/mounts && grep -q 'unmounted $T/a' '$T/cache-a/icloudfs.log'"
+    assert_eq "$((SECONDS - start < 3))" 1 "unmounted within 3 s"
+    mount_device a
+    assert_eq "$(cat "$T/a/kept.txt")" "written before SIGTERM"
+}
