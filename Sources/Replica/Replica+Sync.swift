@@ -96,9 +96,6 @@ extension Replica {
                 }
                 if hadError { logger.info("store reachable again; uploads resumed") }
                 backoff = .seconds(1)
-                // What bursts (a walk of a large tree, a big listing) freed goes back to the
-                // system between them, not only when the heap's top happens to be free.
-                malloc_trim(0)
                 await wakeup.wait(upTo: configuration.pollInterval)
             } catch {
                 let wrapped = ReplicaError.wrapping(error)

@@ -254,7 +254,13 @@ struct StoreOutageTests {
         a.start()
         let id = try await a.writeFile("offline.txt", Data("written offline".utf8))
         #expect(await a.waitUntilUploaded(timeout: .milliseconds(500)) == false)
-        let state = try a.syncState(of: id)
+        // The failed push records its error (on a busy machine, maybe after the wait above).
+        var state = try a.syncState(of: id)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while state.uploadingError == nil, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            state = try a.syncState(of: id)
+        }
         #expect(!state.isUploaded)
         #expect(state.uploadingError?.hasPrefix("serverUnavailable") == true, "\(state)")
         try FileManager.default.moveItem(atPath: store + ".away", toPath: store)
