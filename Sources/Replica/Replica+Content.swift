@@ -26,6 +26,14 @@ public struct CachedBytes: Sendable {
     public let fd: Int32
     public let offset: UInt64
     public let count: Int
+
+    /// Up to `count` bytes from `offset` of `file`, whose content is `size` bytes long.
+    init(_ file: OpenFile, offset: UInt64, count: Int, size: UInt64) {
+        let end = min(offset + UInt64(count), size)
+        fd = file.fd.rawValue
+        self.offset = offset
+        self.count = end > offset ? Int(end - offset) : 0
+    }
 }
 
 /// File content: placeholders filled on read, local writes, and queuing a written file.
@@ -75,8 +83,7 @@ extension Replica {
             try await fetch(file.id, plan.missing, version: plan.chunks)
             startBackgroundDownload(file.id)
         }
-        let end = min(offset + UInt64(count), plan.size)
-        return CachedBytes(fd: file.fd.rawValue, offset: offset, count: end > offset ? Int(end - offset) : 0)
+        return CachedBytes(file, offset: offset, count: count, size: plan.size)
     }
 
     /// `read` when the range is present locally: answered at once, on the caller's thread;
@@ -84,8 +91,7 @@ extension Replica {
     public func readableIfPresent(_ file: OpenFile, offset: UInt64, count: Int) throws(ReplicaError) -> CachedBytes? {
         let plan = try prepareRead(file.id, offset..<offset + UInt64(count))
         guard plan.missing.isEmpty else { return nil }
-        let end = min(offset + UInt64(count), plan.size)
-        return CachedBytes(fd: file.fd.rawValue, offset: offset, count: end > offset ? Int(end - offset) : 0)
+        return CachedBytes(file, offset: offset, count: count, size: plan.size)
     }
 
     /// `read` into memory.
@@ -478,6 +484,8 @@ extension Replica {
 
     /// Flushes the queued version of `id` to disk: its content file (where its chunks are;
     /// bytes copied aside are synced when copied), then the state database (the queue).
+    /// After `commit`'s early flush this fsync finds little left: only writes that landed
+    /// between that flush's start and the chunking, which the queued version may hold.
     func makeDurable(_ id: ItemID) throws(ReplicaError) {
         do {
             try files.syncContent(id)

@@ -120,7 +120,8 @@ extension Replica {
                 throw .invalidArgument("cannot move a folder inside itself")
             }
             var ops: [(ItemOperation, BaseVersion?)] = []
-            if let existing = state.view.child(named: newName, in: newParent) {
+            let replaced = state.view.child(named: newName, in: newParent)
+            if let existing = replaced {
                 if existing.id == item.id { return }
                 if noReplace { throw .exists }
                 switch (item.kind == .folder, existing.kind == .folder) {
@@ -135,7 +136,7 @@ extension Replica {
             }
             ops.append((.move(.init(id: item.id, base: 0, parent: newParent, name: newName)), state.device.base(of: item.id)))
             try enqueue(ops, &state)
-            if let replaced = ops.count > 1 ? ops[0].0.itemID : nil { state.unlinkedHere.insert(replaced) }
+            if let replaced { state.unlinkedHere.insert(replaced.id) }
         }
     }
 
