@@ -21,6 +21,10 @@ test_placeholders_download_on_read() {
     # Every attribute of the table is listed, and unknown ones are ENODATA.
     assert_eq "$(getfattr -d "$f" 2>/dev/null | grep -c '^user.icloud.')" 11 "listed attributes"
     getfattr -n user.icloud.noSuchThing "$f" 2>&1 | grep -q "No such attribute"
+    getfattr -n user.noSuchThing "$f" 2>&1 | grep -q "No such attribute"
+    # Other namespaces do not exist here (so ls -l stops asking for SELinux labels and ACLs).
+    getfattr -n security.selinux "$f" 2>&1 | grep -q "Operation not supported"
+    getfattr -n system.posix_acl_access "$f" 2>&1 | grep -q "Operation not supported"
     assert_eq "$(xattr itemIdentifier "$f")" "$(xattr itemIdentifier "$T/a/Documents/data.bin")"
     assert_eq "$(xattr percentUploaded "$T/b")" 100 "container progress"
 }
