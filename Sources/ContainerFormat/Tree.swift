@@ -6,7 +6,7 @@
 public struct Tree: Sendable {
     /// The sequence number of the last journal entry applied (0: none).
     public internal(set) var head: UInt64
-    var items: [ItemID: Item]
+    var items: ItemTable
     /// Live children of each folder by name.
     var childIndex: [ItemID: [String: ItemID]]
     /// Live conflict copies of each item.
@@ -15,7 +15,8 @@ public struct Tree: Sendable {
     /// An empty container: the root folder only.
     public init() {
         head = 0
-        items = [.root: .rootFolder()]
+        items = ItemTable()
+        items[.root] = .rootFolder()
         childIndex = [:]
         copies = [:]
     }
@@ -24,6 +25,8 @@ public struct Tree: Sendable {
     public init(items list: [Item], head: UInt64) {
         self.init()
         self.head = head
+        items = ItemTable(capacity: list.count + 1)
+        items[.root] = .rootFolder()
         for item in list {
             insertIntoIndexes(item)
         }
