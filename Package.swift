@@ -30,7 +30,7 @@ let package = Package(
             pkgConfig: "fuse3",
             providers: [.apt(["libfuse3-dev"])]
         ),
-        // Linux calls Swift's Glibc module does not show (syncfs, malloc_trim).
+        // Linux calls Swift's Glibc module does not show (syncfs, malloc_trim, mallopt).
         .systemLibrary(name: "CLinux"),
         // The remote: a small S3-shaped blob protocol and the directory store.
         .target(
@@ -87,6 +87,7 @@ let package = Package(
             name: "ICloudFSCommands",
             dependencies: [
                 "CFuse3",  // <sys/xattr.h>: the commands talk to a mount through xattrs
+                "CLinux",
                 "FuseAdapter",
                 "Replica",
                 "ContainerFormat",

@@ -2,8 +2,10 @@
 #define ICLOUDFS_CLINUX_SHIM_H
 #include <stddef.h>
 // Linux calls that Swift's Glibc module does not show: syncfs (declared only under
-// _GNU_SOURCE, which the module is built without) and malloc_trim (malloc.h is not in the
-// module). The prototypes are glibc's own.
+// _GNU_SOURCE, which the module is built without), malloc_trim and mallopt (malloc.h is not
+// in the module). The prototypes are glibc's own.
 int syncfs(int fd);
 int malloc_trim(size_t pad);
+int mallopt(int param, int value);
+#define ICLOUDFS_M_ARENA_MAX (-8)
 #endif

@@ -1,4 +1,5 @@
 import BlobStore
+import CLinux
 import ContainerFormat
 import Foundation
 import FuseAdapter
@@ -18,6 +19,10 @@ struct Mounter {
     let reportReady: Bool
 
     func run() async throws {
+        // glibc gives each thread that allocates under contention its own heap, up to 8 per
+        // core, and memory freed in one is not reused by the others: with libfuse's workers
+        // and Swift's threads that held ~14 MiB more after a walk of 100,000 items.
+        _ = mallopt(ICLOUDFS_M_ARENA_MAX, Int32(max(4, 2 * ProcessInfo.processInfo.activeProcessorCount)))
         let cache = options.cache ?? StoreLocation.defaultCache(for: container)
         guard reportReady else { return try await mount(cache: cache) }
         try? FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
