@@ -133,8 +133,8 @@ extension Tree {
     /// every item still holding that entry's content stops waiting for it.
     private mutating func contentUploaded(_ entry: UInt64, _ fold: inout Fold) {
         guard entry < fold.seq else { return fold.reject("upload of entry \(entry) announced before it") }
-        for item in items.values where item.contentVersion == entry && item.isContentPending {
-            var done = item
+        for id in pendingContent[entry] ?? [] {
+            guard var done = items[id] else { continue }
             done.isContentPending = false
             store(done)
             fold.outcome.changed.insert(done.id)

@@ -11,6 +11,10 @@ public struct Tree: Sendable {
     var childIndex: [ItemID: [String: ItemID]]
     /// Live conflict copies of each item.
     var copies: [ItemID: Set<ItemID>]
+    /// Items (tombstones too) still waiting for their content's chunks, by the journal entry
+    /// that announced that content: the later "uploaded" entry finds them here, not by a
+    /// scan of every item.
+    var pendingContent: [UInt64: Set<ItemID>]
 
     /// An empty container: the root folder only.
     public init() {
@@ -19,6 +23,7 @@ public struct Tree: Sendable {
         items[.root] = .rootFolder()
         childIndex = [:]
         copies = [:]
+        pendingContent = [:]
     }
 
     /// The tree a snapshot records.
@@ -130,6 +135,9 @@ public struct Tree: Sendable {
 
     private mutating func insertIntoIndexes(_ item: Item) {
         items[item.id] = item
+        if item.isContentPending {
+            pendingContent[item.contentVersion, default: []].insert(item.id)
+        }
         guard !item.deleted, item.id != .root else { return }
         childIndex[item.parent, default: [:]][item.name] = item.id
         if let original = item.conflictOf {
@@ -138,6 +146,10 @@ public struct Tree: Sendable {
     }
 
     private mutating func removeFromIndexes(_ item: Item) {
+        if item.isContentPending {
+            pendingContent[item.contentVersion]?.remove(item.id)
+            if pendingContent[item.contentVersion]?.isEmpty == true { pendingContent[item.contentVersion] = nil }
+        }
         guard !item.deleted, item.id != .root else { return }
         if childIndex[item.parent]?[item.name] == item.id {
             childIndex[item.parent]?[item.name] = nil

@@ -254,4 +254,22 @@ struct MetadataFirstFoldTests {
         #expect(roundTrip.announcesPendingContent)
         #expect(!file("h", "h.bin", "x").announcesPendingContent)
     }
+
+    @Test("an uploaded entry clears only items still holding that entry's content, also after a snapshot")
+    func uploadedFindsItsItems() {
+        var journal = Journal()
+        journal.commit("a", [file("f", "f.bin", "one").markingContentPending()])
+        journal.commit("a", [edit("f", base: 1, "two").markingContentPending()])
+        journal.commit("a", [file("g", "g.bin", "three").markingContentPending()])
+        // Entry 1's content was replaced before its upload finished: nothing holds it now.
+        let first = journal.tree.apply(Commit(commitID: "u1", device: "a", deviceID: "a", time: .zero, ops: [], uploaded: [1]), seq: 4)
+        #expect(first.changed.isEmpty)
+        #expect(journal.tree.item(ItemID("f"))?.isContentPending == true)
+        // A device that starts from a snapshot finds the pending items as well.
+        var restored = Tree(items: journal.tree.allItems, head: journal.tree.head)
+        let second = restored.apply(Commit(commitID: "u2", device: "a", deviceID: "a", time: .zero, ops: [], uploaded: [2]), seq: 5)
+        #expect(second.changed == [ItemID("f")])
+        #expect(restored.item(ItemID("f"))?.isContentPending == false)
+        #expect(restored.item(ItemID("g"))?.isContentPending == true)
+    }
 }
