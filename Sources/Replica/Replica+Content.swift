@@ -300,10 +300,18 @@ extension Replica {
         state.withLock { _ = $0.downloading.insert(id) }
         defer { state.withLock { _ = $0.downloading.remove(id) } }
         do {
+            defer { try? recordDownloadProgress(id, version: version) }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 var started = 0
+                var finished = 0
                 for piece in pieces {
-                    if started >= Replica.fetchesInFlight { try await group.next() }
+                    if started >= Replica.fetchesInFlight {
+                        try await group.next()
+                        finished += 1
+                        if finished % Replica.chunksPerProgressRecord == 0 {
+                            try recordDownloadProgress(id, version: version)
+                        }
+                    }
                     group.addTask { try await self.fetch(id, piece, version: version) }
                     started += 1
                 }
@@ -315,6 +323,21 @@ extension Replica {
             state.withLock { $0.downloadErrors[id] = wrapped.description }
             logger.error("download of \(id) failed: \(wrapped)")
             throw wrapped
+        }
+    }
+
+    /// Downloaded chunks between two records of a download's progress in the database.
+    static let chunksPerProgressRecord = 64
+
+    /// Records which bytes of `id` are present, if it still holds `version` (a local write
+    /// or a newer version records itself). Downloads record this now and then, not per chunk:
+    /// the record names every chunk of the file, so a record per chunk cost time quadratic in
+    /// the file's size, under the state lock. A crash before a record only means those
+    /// chunks are downloaded again.
+    private func recordDownloadProgress(_ id: ItemID, version: [ChunkRef]) throws(ReplicaError) {
+        try state.withLock { state throws(ReplicaError) in
+            guard let record = state.content[id], record.chunks == version, !record.dirty else { return }
+            try saveContent(id, record)
         }
     }
 
@@ -333,7 +356,6 @@ extension Replica {
                     record.present.insert(piece.range)
                     state.content[id] = record
                     state.storedChunks.insert(piece.ref.hash)
-                    try saveContent(id, record)
                 }
             }
         }

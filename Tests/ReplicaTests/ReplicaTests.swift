@@ -36,6 +36,24 @@ struct ReplicaTests {
         #expect(try b.syncState(of: .root).isDownloaded)
     }
 
+    @Test("what a device downloaded is still there after it restarts (progress is recorded)")
+    func downloadSurvivesRestart() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        var random = SeededRandom(seed: 7)
+        let data = random.data(count: 3_000_000)
+        try await a.writeFile("f", data)
+        try await a.push()
+        do {
+            let b = try await devices.open("b")
+            #expect(try await b.readFile("f") == data)
+            #expect(try b.syncState(of: b.id("f")).isDownloaded)
+        }
+        let b = try await devices.open("b")
+        #expect(try b.syncState(of: b.id("f")).percentDownloaded == 100)
+    }
+
     @Test("a read downloads only the chunks it touches first")
     func partialRead() async throws {
         let devices = Devices()
