@@ -26,12 +26,9 @@ public enum FileIO {
                 if n == 0 { break }
                 done += n
             }
-        } catch let error as Errno {
-            buffer.deallocate()
-            throw error
         } catch {
             buffer.deallocate()
-            throw .ioError
+            throw (error as? Errno) ?? .ioError
         }
         return Data(bytesNoCopy: buffer.baseAddress!, count: done, deallocator: .custom { pointer, _ in pointer.deallocate() })
     }
