@@ -164,6 +164,7 @@ extension Replica {
                     state.openCount[file.id] = nil
                     state.openedBase[file.id] = nil
                     state.versionAtOpen[file.id] = nil
+                    state.unlinkedHere.remove(file.id)
                 }
             }
         }

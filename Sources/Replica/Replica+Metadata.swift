@@ -92,7 +92,7 @@ extension Replica {
             guard item.kind != .folder else { throw .isAFolder }
             let base = state.openedBase[item.id] ?? state.device.base(of: item.id)
             try enqueue([(.delete(.init(id: item.id, base: 0)), base)], &state)
-            state.unlinkedHere.insert(item.id)
+            if state.openCount[item.id] != nil { state.unlinkedHere.insert(item.id) }
         }
     }
 
@@ -136,7 +136,7 @@ extension Replica {
             }
             ops.append((.move(.init(id: item.id, base: 0, parent: newParent, name: newName)), state.device.base(of: item.id)))
             try enqueue(ops, &state)
-            if let replaced { state.unlinkedHere.insert(replaced.id) }
+            if let replaced, state.openCount[replaced.id] != nil { state.unlinkedHere.insert(replaced.id) }
         }
     }
 

@@ -22,8 +22,10 @@ struct ReplicaState: Sendable {
     var versionAtOpen: [ItemID: [ChunkRef]] = [:]
     /// For open files: the version they were opened at (the base of saves and unlinks).
     var openedBase: [ItemID: BaseVersion] = [:]
-    /// Files unlinked on this device (their open handles' later writes are dropped, as POSIX
-    /// has it); a file deleted by another device while open here is revived by its writes.
+    /// Open files unlinked on this device: their handles' later writes are dropped, as POSIX
+    /// has it. Forgotten at the last close: if the delete is declined (another device's edit
+    /// wins), later saves here are edits like any other. A file deleted by another device
+    /// while open here is revived by its writes.
     var unlinkedHere: Set<ItemID> = []
     /// When a pull last changed each item (recent ones only): the kernel may still hold
     /// attributes of the version before, from a reply that crossed the invalidation.

@@ -317,3 +317,32 @@ extension ReplicaTests {
         #expect(contents.contains(Data("g".utf8)))
     }
 }
+
+extension ReplicaTests {
+    @Test("a device's earlier declined delete does not drop its later edit when another device deletes meanwhile")
+    func editAfterDeclinedDeleteSurvivesRemoteDelete() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        let b = try await devices.open("b")
+        let c = try await devices.open("c")
+        try await a.writeFile("doc", Data("v1".utf8))
+        try await a.push()
+        try await b.pull()
+        try await b.writeFile("doc", Data("v2".utf8))
+        try await b.push()
+        try a.remove("doc", in: .root)  // based on v1: declined, b's edit wins
+        try await a.push()
+        #expect(try await a.readFile("doc") == Data("v2".utf8))
+        try await c.pull()
+        let file = try await a.open(try a.id("doc"), write: true, truncate: false)
+        try c.remove("doc", in: .root)  // c saw v2 only
+        try await c.push()
+        try await a.pull()  // the delete arrives while a has the file open
+        try a.write(file, offset: 0, data: Data("v3".utf8))
+        try a.close(file)
+        try await a.push()
+        try await c.pull()
+        #expect(try await c.readFile("doc") == Data("v3".utf8), "the edit c never saw survives its delete")
+    }
+}
