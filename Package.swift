@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
     ],
     targets: [
         // Only what Swift cannot import from <fuse_lowlevel.h> by itself (the version macro).
@@ -54,13 +55,17 @@ let package = Package(
             ]
         ),
         // The on-store format: identity, chunks, journal, snapshots, and the pure fold.
+        // Snapshots are protobuf: Protos/ holds their schema, generated into Snapshot.pb.swift
+        // by Scripts/generate-protos.
         .target(
             name: "ContainerFormat",
             dependencies: [
                 "BlobStore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            exclude: ["Protos"]
         ),
         // One device's local state: database, content cache, upload queue, change feed.
         .target(

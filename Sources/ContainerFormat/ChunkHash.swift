@@ -17,21 +17,38 @@ public struct ChunkHash: Hashable, Comparable, Sendable, CustomStringConvertible
     }
 
     private init(digest: SHA256.Digest) {
-        self = digest.withUnsafeBytes { ChunkHash(bytes: Array($0)) }
+        self = digest.withUnsafeBytes { ChunkHash(bytes: $0) }
     }
+
+    /// A digest's length in bytes.
+    public static let byteCount = 32
 
     /// From the 32 raw digest bytes.
     public init(bytes: [UInt8]) {
-        precondition(bytes.count == 32, "a SHA-256 digest has 32 bytes")
+        self = bytes.withUnsafeBytes { ChunkHash(bytes: $0) }
+    }
+
+    /// From the 32 raw digest bytes.
+    public init(bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count == ChunkHash.byteCount, "a SHA-256 digest has 32 bytes")
         func word(_ index: Int) -> UInt64 {
-            bytes[index * 8..<index * 8 + 8].reduce(0) { $0 << 8 | UInt64($1) }
+            UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self))
         }
         words = (word(0), word(1), word(2), word(3))
     }
 
     /// The 32 raw digest bytes.
     public var bytes: [UInt8] {
-        [words.0, words.1, words.2, words.3].flatMap { word in (0..<8).reversed().map { UInt8(truncatingIfNeeded: word >> ($0 * 8)) } }
+        var data = Data(capacity: ChunkHash.byteCount)
+        append(to: &data)
+        return Array(data)
+    }
+
+    /// Appends the 32 raw digest bytes to `data`.
+    public func append(to data: inout Data) {
+        for word in [words.0, words.1, words.2, words.3] {
+            withUnsafeBytes(of: word.bigEndian) { data.append(contentsOf: $0) }
+        }
     }
 
     public static func == (lhs: ChunkHash, rhs: ChunkHash) -> Bool {

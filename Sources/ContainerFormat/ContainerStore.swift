@@ -144,7 +144,7 @@ public struct ContainerStore: Sendable {
 
     public func writeSnapshot(_ tree: Tree) async throws {
         do {
-            try await store.putIfAbsent(snapshotKey(tree.head), data: FormatCoding.encode(Snapshot(of: tree)))
+            try await store.putIfAbsent(snapshotKey(tree.head), data: SnapshotCoding.encode(Snapshot(of: tree)))
         } catch StoreError.alreadyExists {
             return  // the fold is deterministic: another device wrote the same tree
         }
@@ -156,7 +156,7 @@ public struct ContainerStore: Sendable {
         var problems: [String] = []
         for key in keys.reversed() {
             do {
-                let snapshot = try SnapshotDecoder.decode(try await store.get(key))
+                let snapshot = try SnapshotCoding.decode(try await store.get(key))
                 guard snapshot.format <= Snapshot.formatVersion else {
                     problems.append("\(key): format \(snapshot.format) is newer than this icloudfs")
                     continue

@@ -23,8 +23,9 @@ public struct Identity: Hashable, Codable, Sendable {
 
 /// The whole tree as of a journal sequence number, so a new device need not replay the
 /// journal from the start.
+/// Format 2 is the protobuf form (`SnapshotCoding`); format 1, JSON, is still read.
 public struct Snapshot: Codable, Sendable {
-    public static let formatVersion = 1
+    public static let formatVersion = 2
 
     public var format: Int
     public var seq: UInt64
@@ -32,9 +33,13 @@ public struct Snapshot: Codable, Sendable {
     public var items: [Item]
 
     public init(of tree: Tree) {
-        format = Snapshot.formatVersion
-        seq = tree.head
-        items = tree.allItems
+        self.init(format: Snapshot.formatVersion, seq: tree.head, items: tree.allItems)
+    }
+
+    public init(format: Int, seq: UInt64, items: [Item]) {
+        self.format = format
+        self.seq = seq
+        self.items = items
     }
 
     public var tree: Tree { Tree(items: items, head: seq) }

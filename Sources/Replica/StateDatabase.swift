@@ -150,18 +150,19 @@ final class StateDatabase: Sendable {
     static func encode(_ chunks: [ChunkRef]) -> Data {
         var data = Data(capacity: chunks.count * 36)
         for chunk in chunks {
-            data.append(contentsOf: chunk.hash.bytes)
+            chunk.hash.append(to: &data)
             withUnsafeBytes(of: chunk.size.littleEndian) { data.append(contentsOf: $0) }
         }
         return data
     }
 
     static func decodeChunks(_ data: Data) -> [ChunkRef] {
-        let bytes = [UInt8](data)
-        return stride(from: 0, to: bytes.count - bytes.count % 36, by: 36).map { start in
-            let hash = ChunkHash(bytes: Array(bytes[start..<start + 32]))
-            let size = bytes[start + 32..<start + 36].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-            return ChunkRef(hash: hash, size: size)
+        data.withUnsafeBytes { bytes in
+            stride(from: 0, to: bytes.count - bytes.count % 36, by: 36).map { start in
+                let hash = ChunkHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[start..<start + 32]))
+                let size = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: start + 32, as: UInt32.self))
+                return ChunkRef(hash: hash, size: size)
+            }
         }
     }
 

@@ -145,11 +145,11 @@ func micro(quick: Bool) -> [String: Any] {
     result["fold_items"] = items
 
     // A snapshot of that tree: encode and decode (what a new device does before it mounts).
-    let encoded = FormatCoding.encode(Snapshot(of: tree))
+    let encoded = SnapshotCoding.encode(Snapshot(of: tree))
     var decodeRates: [Double] = []
     for _ in 0..<repetitions {
         let start = now()
-        guard let snapshot = try? FormatCoding.decode(Snapshot.self, from: encoded) else { fail("snapshot decode") }
+        guard let snapshot = try? SnapshotCoding.decode(encoded) else { fail("snapshot decode") }
         let rebuilt = snapshot.tree
         decodeRates.append(Double(rebuilt.count) / (now() - start))
     }

@@ -166,9 +166,9 @@ struct ConvergenceTests {
         var simulation = Simulation(devices: 2, seed: 5)
         simulation.run(steps: 300)
         let tree = simulation.devices[0].state.synced
-        let data = FormatCoding.encode(Snapshot(of: tree))
-        let restored = try FormatCoding.decode(Snapshot.self, from: data).tree
+        let data = SnapshotCoding.encode(Snapshot(of: tree))
+        let restored = try SnapshotCoding.decode(data).tree
         #expect(restored == tree)
-        #expect(FormatCoding.encode(Snapshot(of: restored)) == data)
+        #expect(SnapshotCoding.encode(Snapshot(of: restored)) == data)
     }
 }

@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+
+@testable import ContainerFormat
+
+/// Snapshots are written in the protobuf form (format 2); format 1 (JSON) is still read.
+struct SnapshotCodingTests {
+    /// Items with every field set, and names and attributes with characters that need care.
+    private func snapshot(items count: Int) -> Snapshot {
+        let folder = ItemID("folder")
+        var items = [
+            Item.rootFolder(),
+            Item(id: folder, parent: .root, name: "d\"[{,}]\\ \u{e9}", kind: .folder, mode: 0o755, mtime: .zero),
+            Item(id: ItemID("link"), parent: folder, name: "l", kind: .symlink, mode: 0o777,
+                 mtime: Timestamp(seconds: -5, nanoseconds: 999_999_999), target: "../a b", version: 3, contentVersion: 3),
+        ]
+        for index in 0..<count {
+            let chunks = (0..<index % 4).map { n in
+                ChunkRef(hash: ChunkHash(of: Data("\(index)-\(n)".utf8)), size: UInt32(1000 + n))
+            }
+            items.append(Item(
+                id: ItemID("item-\(index)"), parent: folder, name: "f\(index) \u{1F600}",
+                kind: .file, mode: 0o644, mtime: Timestamp(seconds: Int64(index), nanoseconds: UInt32(index)),
+                size: chunks.reduce(0) { $0 + UInt64($1.size) }, chunks: chunks,
+                xattrs: index % 2 == 0 ? ["user.x": Data("a]\"[,".utf8), "user.b": Data([0, 255])] : [:],
+                version: UInt64(index + 1), contentVersion: UInt64(index), deleted: index % 5 == 0,
+                conflictOf: index % 7 == 0 ? folder : nil, contentFrom: index % 11 == 0 ? ItemID("item-0") : nil,
+                isContentPending: index % 3 == 0))
+        }
+        return Snapshot(of: Tree(items: items, head: 77))
+    }
+
+    @Test("a snapshot's protobuf form restores every field, and the same tree gives the same bytes")
+    func roundTrip() throws {
+        let original = snapshot(items: 500)
+        let data = SnapshotCoding.encode(original)
+        #expect(data.first != UInt8(ascii: "{"))
+        let decoded = try SnapshotCoding.decode(data)
+        #expect(decoded.format == 2 && decoded.seq == 77)
+        #expect(decoded.items == original.items)
+        #expect(SnapshotCoding.encode(Snapshot(of: decoded.tree)) == data)
+    }
+
+    @Test("a format-1 snapshot (JSON) still reads")
+    func readsFormatOne() throws {
+        var original = snapshot(items: 200)
+        original.format = 1
+        let decoded = try SnapshotCoding.decode(FormatCoding.encode(original))
+        #expect(decoded.format == 1 && decoded.seq == 77)
+        #expect(decoded.items == original.items)
+    }
+
+    @Test("a malformed snapshot is an error, not a partial tree")
+    func malformed() throws {
+        var data = SnapshotCoding.encode(snapshot(items: 300))
+        data.removeLast(2)
+        #expect(throws: (any Error).self) { try SnapshotCoding.decode(data) }
+
+        var message = SnapshotMessage()
+        var item = ItemMessage(Item.rootFolder())
+        item.chunkHashes = Data(count: 31)  // one size, but not a whole digest
+        item.chunkSizes = [10]
+        message.items = [item]
+        #expect(throws: (any Error).self) { try SnapshotCoding.decode(try message.serializedBytes()) }
+        item.chunkHashes = Data(count: 32)
+        item.kind = .UNRECOGNIZED(9)
+        message.items = [item]
+        #expect(throws: (any Error).self) { try SnapshotCoding.decode(try message.serializedBytes()) }
+    }
+}
