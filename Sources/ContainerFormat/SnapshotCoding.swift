@@ -48,17 +48,10 @@ extension ItemMessage {
         mtimeSeconds = item.mtime.seconds
         mtimeNanoseconds = item.mtime.nanoseconds
         size = item.size
-        var hashes = Data(capacity: item.chunks.count * ChunkHash.byteCount)
-        for chunk in item.chunks { chunk.hash.append(to: &hashes) }
-        chunkHashes = hashes
+        chunkHashes = PackedChunks.hashes(item.chunks)
         chunkSizes = item.chunks.map(\.size)
         if let target = item.target { self.target = target }
-        xattrs = item.xattrs.sorted { $0.key < $1.key }.map { name, value in
-            var attribute = AttributeMessage()
-            attribute.name = name
-            attribute.value = value
-            return attribute
-        }
+        xattrs = [AttributeMessage](item.xattrs)
         version = item.version
         contentVersion = item.contentVersion
         deleted = item.deleted
@@ -72,15 +65,8 @@ extension Item {
     /// `parents`: the ids already made for each parent (most items share a folder: one
     /// string for all).
     init(_ message: ItemMessage, parents: inout [String: ItemID]) throws {
-        guard message.chunkHashes.count == message.chunkSizes.count * ChunkHash.byteCount else {
+        guard let chunks = PackedChunks.chunks(hashes: message.chunkHashes, sizes: message.chunkSizes) else {
             throw SnapshotItemError(description: "item \(message.id): chunk hashes and sizes do not match")
-        }
-        let chunks = message.chunkHashes.withUnsafeBytes { hashes in
-            message.chunkSizes.enumerated().map { index, size in
-                let start = index * ChunkHash.byteCount
-                let bytes = UnsafeRawBufferPointer(rebasing: hashes[start..<start + ChunkHash.byteCount])
-                return ChunkRef(hash: ChunkHash(bytes: bytes), size: size)
-            }
         }
         let parent = parents[message.parent] ?? ItemID(SnapshotCoding.fresh(message.parent))
         parents[message.parent] = parent
@@ -89,7 +75,7 @@ extension Item {
             kind: try ItemKind(message.kind, of: message.id), mode: message.mode,
             mtime: Timestamp(seconds: message.mtimeSeconds, nanoseconds: message.mtimeNanoseconds),
             size: message.size, chunks: chunks, target: message.hasTarget ? message.target : nil,
-            xattrs: Dictionary(message.xattrs.map { ($0.name, $0.value) }, uniquingKeysWith: { _, last in last }),
+            xattrs: message.xattrs.dictionary,
             version: message.version, contentVersion: message.contentVersion, deleted: message.deleted,
             conflictOf: message.hasConflictOf ? ItemID(message.conflictOf) : nil,
             contentFrom: message.hasContentFrom ? ItemID(message.contentFrom) : nil,

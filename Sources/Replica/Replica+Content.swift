@@ -150,7 +150,7 @@ extension Replica {
     /// once the queued version survives a power loss.
     /// Runs on the caller's thread (chunking a large file takes a while: not on a task).
     public func commit(_ file: OpenFile, durable: Bool) throws(ReplicaError) {
-        try commit(file.id, durable: durable)
+        try commit(file.id, durable: durable, reading: file.fd)
     }
 
     /// `release`: the file handle is closed; a written file is queued (on the caller's
@@ -168,7 +168,7 @@ extension Replica {
                 }
             }
         }
-        try commit(file.id, durable: false)
+        try commit(file.id, durable: false, reading: file.fd)
     }
 
     /// `setattr` with a size: truncates or extends (with zeros) and queues the result.
@@ -436,8 +436,9 @@ extension Replica {
 
     /// Chunks a written file and queues its new version, in one transaction; the chunks stay
     /// in the content file until uploaded (`UnstagedChunks`). Writes that land while chunking
-    /// make it start over.
-    func commit(_ id: ItemID, durable: Bool) throws(ReplicaError) {
+    /// make it start over. `descriptor`: the content file, if the caller has it open (it is
+    /// read from there, without opening the file again).
+    func commit(_ id: ItemID, durable: Bool, reading descriptor: FileDescriptor? = nil) throws(ReplicaError) {
         // fsync: the disk write of the content file runs while the file is chunked.
         let flush = durable ? files.startSyncingContent(id) : nil
         defer { try? flush?.wait() }
@@ -453,8 +454,8 @@ extension Replica {
             }
             let pieces: [ContentChunker.Piece]
             do {
-                let fd = try files.openContent(id, writable: false)
-                defer { try? fd.close() }
+                let fd = try descriptor ?? files.openContent(id, writable: false)
+                defer { if descriptor == nil { try? fd.close() } }
                 pieces = try ContentChunker(chunker: chunker).chunks(of: fd, size: snapshot.size)
             } catch {
                 throw .local("cannot read the cache file of \(id) to queue it: \(error)")
@@ -467,6 +468,7 @@ extension Replica {
                 let chunks = pieces.map(\.ref)
                 let written = state.dirtyMtime[id] != nil
                 let mtime = state.dirtyMtime[id] ?? Timestamp.now()
+                let mode = state.dirtyMode.removeValue(forKey: id)
                 record.chunks = chunks
                 record.size = snapshot.size
                 record.present = ByteRanges([0..<snapshot.size])
@@ -480,13 +482,13 @@ extension Replica {
                 // Deleted on another device while open here: the edit is queued anyway and
                 // revives the file (an edit beats a delete).
                 let unchanged = !item.deleted && item.chunks == chunks && item.size == snapshot.size
-                if unchanged && !written {  // created and closed without a write: nothing to queue
+                if unchanged && !written && mode == nil {  // created and closed without a write: nothing to queue
                     try saveContent(id, record)
                     return true
                 }
                 let op = ItemOperation.update(.init(
                     id: id, base: 0, content: unchanged ? nil : Content(size: snapshot.size, chunks: chunks),
-                    mtime: mtime))
+                    mode: mode, mtime: unchanged && !written ? nil : mtime))
                 let base = state.openedBase[id] ?? state.device.base(of: id)
                 try enqueue([(op, unchanged ? nil : base)], &state, content: [id])
                 if !unchanged { state.unstaged.add(pieces.filter { !state.storedChunks.contains($0.ref.hash) }, of: id) }

@@ -140,13 +140,18 @@ extension Replica {
         }
     }
 
-    /// `setattr` for mode and modification time (sizes go through `truncate`).
+    /// `setattr` for mode and modification time (sizes go through `truncate`). On a file
+    /// being written they are queued with its content at the next commit (`tar x` sets both
+    /// on every file before closing it: one queued change, not three).
     public func setAttributes(_ id: ItemID, mode: UInt32? = nil, mtime: Timestamp? = nil) throws(ReplicaError) -> ItemAttributes {
         try state.withLock { state throws(ReplicaError) in
             guard state.view.liveItem(id) != nil else { throw .notFound }
-            if mode != nil || mtime != nil {
-                if let mtime, state.content[id]?.dirty == true { state.dirtyMtime[id] = mtime }
-                try enqueue([(.update(.init(id: id, base: 0, mode: mode.map { $0 & 0o7777 }, mtime: mtime)), nil)], &state)
+            let mode = mode.map { $0 & 0o7777 }
+            if state.content[id]?.dirty == true {
+                if let mtime { state.dirtyMtime[id] = mtime }
+                if let mode { state.dirtyMode[id] = mode }
+            } else if mode != nil || mtime != nil {
+                try enqueue([(.update(.init(id: id, base: 0, mode: mode, mtime: mtime)), nil)], &state)
             }
             return attributes(state.liveItem(id)!, &state)
         }

@@ -17,6 +17,8 @@ struct ReplicaState: Sendable {
     var unstaged = UnstagedChunks()
     /// Local modification times of files written since their last commit.
     var dirtyMtime: [ItemID: Timestamp] = [:]
+    /// Modes set on files being written: queued with their content at the next commit.
+    var dirtyMode: [ItemID: UInt32] = [:]
     var openCount: [ItemID: Int] = [:]
     /// For open files: the chunk list of the version the first opener saw (close-to-open).
     var versionAtOpen: [ItemID: [ChunkRef]] = [:]
@@ -47,12 +49,13 @@ struct ReplicaState: Sendable {
 
     var view: Tree { device.view }
 
-    /// The item as the user sees it, with the size and time of unsaved local writes.
+    /// The item as the user sees it, with the size, time and mode of unsaved local writes.
     func liveItem(_ id: ItemID) -> Item? {
         guard var item = device.view.liveItem(id) else { return nil }
         if let record = content[id], record.dirty {
             item.size = record.size
             item.mtime = dirtyMtime[id] ?? item.mtime
+            item.mode = dirtyMode[id] ?? item.mode
         }
         return item
     }

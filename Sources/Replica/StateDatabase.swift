@@ -71,9 +71,10 @@ final class StateDatabase: Sendable {
 
     func setMeta(_ key: String, _ value: String?, _ db: Database) throws {
         if let value {
-            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", arguments: [key, value])
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)")
+                .execute(arguments: [key, value])
         } else {
-            try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [key])
+            try db.cachedStatement(sql: "DELETE FROM meta WHERE key = ?").execute(arguments: [key])
         }
     }
 
@@ -166,24 +167,45 @@ final class StateDatabase: Sendable {
         }
     }
 
+    /// Byte ranges as packed 16-byte records (start, end: little-endian). Records written
+    /// by earlier versions are JSON (they start with "{").
+    static func encode(_ ranges: ByteRanges) -> Data {
+        var data = Data(capacity: ranges.ranges.count * 16)
+        for range in ranges.ranges {
+            withUnsafeBytes(of: range.lowerBound.littleEndian) { data.append(contentsOf: $0) }
+            withUnsafeBytes(of: range.upperBound.littleEndian) { data.append(contentsOf: $0) }
+        }
+        return data
+    }
+
+    static func decodeRanges(_ data: Data) throws -> ByteRanges {
+        if data.first == UInt8(ascii: "{") { return try FormatCoding.decode(ByteRanges.self, from: data) }
+        guard data.count % 16 == 0 else { throw StateDatabaseError.malformed("byte ranges of \(data.count) bytes") }
+        return data.withUnsafeBytes { bytes in
+            ByteRanges(stride(from: 0, to: bytes.count, by: 16).compactMap { start in
+                let lower = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: start, as: UInt64.self))
+                let upper = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: start + 8, as: UInt64.self))
+                return lower < upper ? lower..<upper : nil
+            })
+        }
+    }
+
     // MARK: pending (the upload queue)
 
     func loadPending(_ db: Database) throws -> [LocalChange] {
         try Data.fetchAll(db, sql: "SELECT change FROM pending ORDER BY local_id").map {
-            try FormatCoding.decode(LocalChange.self, from: $0)
+            try LocalChangeCoding.decode($0)
         }
     }
 
     func insertPending(_ change: LocalChange, _ db: Database) throws {
-        try db.execute(
-            sql: "INSERT INTO pending (local_id, change) VALUES (?, ?)",
-            arguments: [change.localID, FormatCoding.encode(change)])
+        try db.cachedStatement(sql: "INSERT INTO pending (local_id, change) VALUES (?, ?)")
+            .execute(arguments: [change.localID, LocalChangeCoding.encode(change)])
     }
 
     func deletePending(_ ids: [Int64], _ db: Database) throws {
-        for id in ids {
-            try db.execute(sql: "DELETE FROM pending WHERE local_id = ?", arguments: [id])
-        }
+        let delete = try db.cachedStatement(sql: "DELETE FROM pending WHERE local_id = ?")
+        for id in ids { try delete.execute(arguments: [id]) }
     }
 
     // MARK: content
@@ -194,7 +216,7 @@ final class StateDatabase: Sendable {
         while let row = try rows.next() {
             records[ItemID(row["id"])] = ContentRecord(
                 chunks: StateDatabase.decodeChunks(row["chunks"]), size: UInt64(row["size"] as Int64),
-                present: try FormatCoding.decode(ByteRanges.self, from: row["present"]),
+                present: try StateDatabase.decodeRanges(row["present"]),
                 dirty: row["dirty"], pinned: row["pinned"], lastAccess: row["last_access"])
         }
         return records
@@ -202,18 +224,18 @@ final class StateDatabase: Sendable {
 
     func saveContent(_ id: ItemID, _ record: ContentRecord?, _ db: Database) throws {
         guard let record else {
-            try db.execute(sql: "DELETE FROM content WHERE id = ?", arguments: [id.rawValue])
+            try db.cachedStatement(sql: "DELETE FROM content WHERE id = ?").execute(arguments: [id.rawValue])
             return
         }
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT OR REPLACE INTO content (id, chunks, size, present, dirty, pinned, last_access)
                 VALUES (?, ?, ?, ?, ?, ?, ?)
-                """,
-            arguments: [
-                id.rawValue, StateDatabase.encode(record.chunks), Int64(record.size),
-                FormatCoding.encode(record.present), record.dirty, record.pinned, record.lastAccess,
-            ])
+                """
+        ).execute(arguments: [
+            id.rawValue, StateDatabase.encode(record.chunks), Int64(record.size),
+            StateDatabase.encode(record.present), record.dirty, record.pinned, record.lastAccess,
+        ])
     }
 
     // MARK: inode
@@ -225,6 +247,14 @@ final class StateDatabase: Sendable {
     func saveInodes(_ assignments: [(UInt64, ItemID)], _ db: Database) throws {
         let insert = try db.cachedStatement(sql: "INSERT OR IGNORE INTO inode (ino, id) VALUES (?, ?)")
         for (number, id) in assignments { try insert.execute(arguments: [Int64(number), id.rawValue]) }
+    }
+}
+
+struct StateDatabaseError: Error, CustomStringConvertible {
+    var description: String
+
+    static func malformed(_ what: String) -> StateDatabaseError {
+        StateDatabaseError(description: "malformed state database record: \(what)")
     }
 }
 

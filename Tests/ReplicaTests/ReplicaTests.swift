@@ -210,6 +210,35 @@ struct ReplicaTests {
         #expect(try a.syncState(of: .root).isUploaded)
     }
 
+    @Test("mode and time set on a file being written go out with its content: one queued change")
+    func attributesOfFileBeingWrittenJoinItsContent() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        try await a.push()
+        let id = try a.makeFile("t", in: .root, mode: 0o600).id
+        let queuedByCreate = a.pendingChangeCount
+        let file = try await a.open(id, write: true, truncate: false)
+        try a.write(file, offset: 0, data: Data("tar".utf8))
+        let shown = try a.setAttributes(id, mode: 0o100644, mtime: Timestamp(seconds: 1_000_000_000))
+        #expect(shown.mode == 0o644 && shown.mtime == Timestamp(seconds: 1_000_000_000))
+        #expect(a.pendingChangeCount == queuedByCreate)
+        try a.close(file)
+        #expect(a.pendingChangeCount == queuedByCreate + 1)
+        // Mode only, on a file created and closed without a write: still queued.
+        let empty = try a.makeFile("e", in: .root, mode: 0o600).id
+        let emptyFile = try await a.open(empty, write: true, truncate: false)
+        _ = try a.setAttributes(empty, mode: 0o640)
+        try a.close(emptyFile)
+        try await a.push()
+
+        let b = try await devices.open("b")
+        let seen = try b.attributes(of: b.id("t"))
+        #expect(seen.mode == 0o644 && seen.mtime == Timestamp(seconds: 1_000_000_000) && seen.size == 3)
+        #expect(try await b.readFile("t") == Data("tar".utf8))
+        #expect(try b.attributes(of: b.id("e")).mode == 0o640)
+    }
+
     @Test("queued changes survive closing and reopening the device, and upload later")
     func queueSurvivesRestart() async throws {
         let devices = Devices()

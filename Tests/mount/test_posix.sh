@@ -72,4 +72,11 @@ test_editors_and_tools() {
     sync_wait a
     mount_device b
     diff -r "$T/a" "$T/b"
+    # tar sets each file's mode and time before closing it: both reach the other device.
+    local expected
+    expected=$(cd "$source" && find netfilter_ipv4 -type f -exec stat -c '%n %a %Y' {} + | sort)
+    for device in a b; do
+        assert_eq "$(cd "$T/$device/untarred" && find netfilter_ipv4 -type f -exec stat -c '%n %a %Y' {} + | sort)" \
+            "$expected" "tar x modes and times on $device"
+    done
 }

@@ -1,0 +1,74 @@
+import Foundation
+import Testing
+
+@testable import ContainerFormat
+
+/// Queued local changes are stored as protobuf; those queued as JSON by earlier versions
+/// still read.
+struct LocalChangeCodingTests {
+    private let chunks = (0..<3).map { ChunkRef(hash: ChunkHash(of: Data("chunk \($0)".utf8)), size: UInt32(100 + $0)) }
+
+    /// Every kind of operation, with every optional field both set and absent.
+    private var changes: [LocalChange] {
+        var pendingCreate = ItemOperation.Create(
+            id: ItemID("a"), parent: ItemID("folder"), name: "n \"é\u{1F600}", kind: .file, mode: 0o640,
+            mtime: Timestamp(seconds: -7, nanoseconds: 999_999_999), content: Content(size: 303, chunks: chunks),
+            xattrs: ["user.x": Data([0, 255]), "user.b": Data()])
+        pendingCreate.contentPending = true
+        var pendingUpdate = ItemOperation.Update(
+            id: ItemID("a"), base: 9, content: Content(size: 303, chunks: chunks), mode: 0o600,
+            mtime: Timestamp(seconds: 5, nanoseconds: 1), xattrs: [:])
+        pendingUpdate.contentPending = false
+        return [
+            LocalChange(localID: 1, time: Timestamp(seconds: 1_700_000_000, nanoseconds: 5), ops: [.create(pendingCreate)]),
+            LocalChange(
+                localID: 2, time: .zero,
+                ops: [
+                    .create(.init(id: ItemID("l"), parent: .root, name: "link", kind: .symlink, mode: 0o777, mtime: .zero, target: "../x")),
+                    .create(.init(id: ItemID("d"), parent: .root, name: "dir", kind: .folder, mode: 0o755, mtime: .zero)),
+                    .update(pendingUpdate),
+                    .update(.init(id: ItemID("a"), base: 0, mtime: Timestamp(seconds: 3))),
+                    .update(.init(id: ItemID("a"), base: 4, content: .empty)),
+                    .move(.init(id: ItemID("a"), base: 10, parent: ItemID("d"), name: "moved")),
+                    .delete(.init(id: ItemID("l"), base: 0)),
+                ],
+                dependencies: [2: 1, 6: 1]),
+        ]
+    }
+
+    @Test("a queued change's protobuf form restores every field")
+    func roundTrip() throws {
+        for change in changes {
+            let data = LocalChangeCoding.encode(change)
+            #expect(data.first != UInt8(ascii: "{"))
+            #expect(try LocalChangeCoding.decode(data) == change)
+        }
+    }
+
+    @Test("a change queued as JSON by an earlier version still reads")
+    func readsJSON() throws {
+        for change in changes {
+            #expect(try LocalChangeCoding.decode(FormatCoding.encode(change)) == change)
+        }
+    }
+
+    @Test("a malformed queued change is an error")
+    func malformed() throws {
+        var data = LocalChangeCoding.encode(changes[1])
+        data.removeLast(3)
+        #expect(throws: (any Error).self) { try LocalChangeCoding.decode(data) }
+
+        var empty = LocalChangeMessage()
+        empty.ops = [OperationMessage()]
+        #expect(throws: LocalChangeCodingError.self) { try LocalChangeCoding.decode(try empty.serializedBytes()) }
+
+        var badContent = LocalChangeMessage()
+        badContent.ops = [OperationMessage(changes[0].ops[0])]
+        badContent.ops[0].create.content.chunkSizes.append(1)
+        #expect(throws: LocalChangeCodingError.self) { try LocalChangeCoding.decode(try badContent.serializedBytes()) }
+
+        var badDependency = LocalChangeMessage()
+        badDependency.dependencies = [-1: 3]
+        #expect(throws: LocalChangeCodingError.self) { try LocalChangeCoding.decode(try badDependency.serializedBytes()) }
+    }
+}
