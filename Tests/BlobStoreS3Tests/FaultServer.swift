@@ -26,6 +26,10 @@ final class FaultServer: Sendable {
     private let listener: Int32
     private let script: Mutex<[Answer]>
     private let log = Mutex<[Received]>([])
+    /// Open connections (nil once stopped): `stop` ends them too. A client pools connections
+    /// by host and port; one left open would be reused by a later test whose server got the
+    /// same port, and answered from this server's exhausted script.
+    private let connections = Mutex<Set<Int32>?>([])
 
     var received: [Received] { log.withLock { $0 } }
     var endpoint: String { "http://127.0.0.1:\(port)" }
@@ -61,19 +65,32 @@ final class FaultServer: Sendable {
     func stop() {
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
+        // Under the lock: a connection still in the set is not closed yet (no reused fd).
+        connections.withLock { connections in
+            for connection in connections ?? [] { shutdown(connection, Int32(SHUT_RDWR)) }
+            connections = nil
+        }
     }
 
     private func acceptLoop() {
         while true {
             let connection = accept(listener, nil, nil)
             guard connection >= 0 else { return }
+            let accepted = connections.withLock { $0?.insert(connection) != nil }
+            guard accepted else {
+                close(connection)
+                return
+            }
             let thread = Thread { [self] in serve(connection) }
             thread.start()
         }
     }
 
     private func serve(_ connection: Int32) {
-        defer { close(connection) }
+        defer {
+            _ = connections.withLock { $0?.remove(connection) }
+            close(connection)
+        }
         var buffer = Data()
         while let request = readRequest(connection, &buffer) {
             log.withLock { $0.append(request) }
