@@ -191,28 +191,26 @@ extension FuseFileSystem {
         }
     }
 
+    /// Close returns at once, as on a local filesystem: the written file is queued in the
+    /// background.
     func flush(_ request: Request, _ handle: UInt64) {
         guard let file = files.get(handle) else { return request.error(EBADF) }
-        answer(request) {
-            try replica.commit(file, durable: false)
-            request.ok()
-        }
+        replica.commitSoon(file)
+        request.ok()
     }
 
     func fsync(_ request: Request, _ handle: UInt64) {
         guard let file = files.get(handle) else { return request.error(EBADF) }
         answer(request) {
-            try replica.commit(file, durable: true)
+            try replica.sync(file)
             request.ok()
         }
     }
 
     func release(_ request: Request, _ handle: UInt64) {
         guard let file = files.remove(handle) else { return request.error(EBADF) }
-        answer(request) {
-            try replica.close(file)
-            request.ok()
-        }
+        replica.closeSoon(file)
+        request.ok()
     }
 
     func opendir(_ request: Request, _ inode: fuse_ino_t, _ info: fuse_file_info) {

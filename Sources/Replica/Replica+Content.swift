@@ -146,11 +146,52 @@ extension Replica {
         }
     }
 
-    /// `flush` / `fsync` / `release`: queues the written file. With `durable`, returns only
-    /// once the queued version survives a power loss.
-    /// Runs on the caller's thread (chunking a large file takes a while: not on a task).
+    /// Queues the written file now. With `durable`, returns only once the queued version
+    /// survives a power loss. Runs on the caller's thread (chunking a large file takes a
+    /// while: not on a task).
     public func commit(_ file: OpenFile, durable: Bool) throws(ReplicaError) {
         try commit(file.id, durable: durable, reading: file.fd)
+    }
+
+    /// `flush`: queues the written file in the background (`BackgroundCommits`).
+    public func commitSoon(_ file: OpenFile) {
+        guard file.writable else { return }
+        commits.add { [self] in
+            do throws(ReplicaError) {
+                try commit(file.id, durable: false, reading: file.fd)
+            } catch {
+                logger.error("\(error.message); the bytes stay in the cache and are queued at the next close or mount")
+            }
+        }
+    }
+
+    /// `fsync`: returns once the bytes written through `file` survive a power loss (its
+    /// content file, and the cache state that marks it written: a mount queues a file
+    /// written before a crash). Queuing the version follows in the background, so an fsync
+    /// does not wait for the file to be chunked.
+    public func sync(_ file: OpenFile) throws(ReplicaError) {
+        try makeDurable(file.id)
+        commitSoon(file)
+    }
+
+    /// `release`: a written file is queued and its descriptor closed in the background
+    /// (after any `commitSoon` of the same handle); others close now.
+    public func closeSoon(_ file: OpenFile) {
+        guard file.writable else {
+            do throws(ReplicaError) {
+                try close(file)
+            } catch {
+                logger.error("\(error.message)")
+            }
+            return
+        }
+        commits.add { [self] in
+            do throws(ReplicaError) {
+                try close(file)
+            } catch {
+                logger.error("\(error.message); the bytes stay in the cache and are queued at the next close or mount")
+            }
+        }
     }
 
     /// `release`: the file handle is closed; a written file is queued (on the caller's

@@ -28,6 +28,7 @@ public final class Replica: Sendable {
     let loop = Mutex<Task<Void, Never>?>(nil)
     let changeObserver = Mutex<(@Sendable (Set<ItemID>) -> Void)?>(nil)
     let downloads = DownloadTable()
+    let commits = BackgroundCommits()
     let events: EventLog
 
     /// Opens (or creates) the device state in `configuration.cacheDirectory` for the
@@ -221,6 +222,7 @@ public final class Replica: Sendable {
 
     /// Stops the background loop. Queued changes stay in the cache for the next start.
     public func stop() async {
+        await commits.drain()
         let task = loop.withLock { task in
             defer { task = nil }
             return task

@@ -75,7 +75,7 @@ case "race-put-if-absent":
     }
 
 case "write-files":
-    // STORE CACHE CONTAINER COUNT: writes file-0 ... with fsync, saying "acked NAME" after
+    // STORE CACHE CONTAINER COUNT: writes file-0 ... with fsync (`sync`), saying "acked NAME" after
     // each, while the background loop uploads; also edits and renames some. Killed by tests.
     let replica = try await openReplica(store: arguments[1], cache: arguments[2], container: arguments[3])
     replica.start()
@@ -83,9 +83,11 @@ case "write-files":
         let id = try replica.makeFile("file-\(n)", in: .root, mode: 0o644).id
         let file = try await replica.open(id, write: true, truncate: true)
         try replica.write(file, offset: 0, data: content(n))
-        try replica.commit(file, durable: true)
-        try replica.close(file)
+        // As the FUSE layer does for fsync then close: acknowledged once the bytes are
+        // durable; chunking and queuing follow in the background.
+        try replica.sync(file)
         say("acked file-\(n)")
+        replica.closeSoon(file)
     }
     _ = await replica.waitUntilUploaded(timeout: .seconds(60))
     say("uploaded")

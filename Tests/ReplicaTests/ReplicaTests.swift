@@ -239,6 +239,33 @@ struct ReplicaTests {
         #expect(try b.attributes(of: b.id("e")).mode == 0o640)
     }
 
+    @Test("files closed in the background arrive whole; one unlinked before it was queued stays deleted")
+    func closeInBackground() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a") { $0.pollInterval = .milliseconds(50) }
+        a.start()
+        func content(_ n: Int) -> Data { Data((0..<(n * 50_000 + 1)).map { UInt8(truncatingIfNeeded: $0 &+ n) }) }
+        for n in 0..<12 {
+            let id = try a.makeFile("f\(n)", in: .root, mode: 0o644).id
+            let file = try await a.open(id, write: true, truncate: false)
+            try a.write(file, offset: 0, data: content(n))
+            a.commitSoon(file)
+            a.closeSoon(file)
+            // Unlinked before or after the background close ran: it must not come back.
+            if n % 3 == 0 { try a.remove("f\(n)", in: .root) }
+        }
+        #expect(await a.waitUntilUploaded(timeout: .seconds(30)))
+        await a.stop()
+
+        let b = try await devices.open("b")
+        let expected = (0..<12).filter { $0 % 3 != 0 }
+        #expect(Set(try b.names()) == Set(expected.map { "f\($0)" }))
+        for n in expected {
+            #expect(try await b.readFile("f\(n)") == content(n), "f\(n) differs")
+        }
+    }
+
     @Test("queued changes survive closing and reopening the device, and upload later")
     func queueSurvivesRestart() async throws {
         let devices = Devices()
