@@ -81,7 +81,7 @@ extension Replica {
     func enforceCacheBound() {
         let bound = configuration.cacheSize
         let victims = state.withLock { state -> [ItemID] in
-            // Runs after every push: the sum first; the costlier choice only when over.
+            // The sum first; the costlier choice only when over.
             var total = state.content.values.reduce(UInt64(0)) { $0 + $1.present.coveredBytes(below: $1.size) }
             guard total > bound else { return [] }
             total = 0

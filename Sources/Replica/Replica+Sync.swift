@@ -85,11 +85,17 @@ extension Replica {
 
     func runSyncLoop() async {
         var backoff = Duration.seconds(1)
+        // Pushes come every 50 ms during a burst of writes; summing the cache is O(files)
+        // under the state lock, so once a second is enough (downloads check when they end).
+        var lastCacheCheck = ContinuousClock.now - .seconds(1)
         downloadWanted(nil)
         while !Task.isCancelled {
             do {
                 try await push()
-                enforceCacheBound()
+                if ContinuousClock.now - lastCacheCheck >= .seconds(1) {
+                    lastCacheCheck = .now
+                    enforceCacheBound()
+                }
                 let hadError = state.withLock { state in
                     defer { state.uploadError = nil }
                     return state.uploadError != nil
