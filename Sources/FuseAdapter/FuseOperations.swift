@@ -9,8 +9,12 @@ enum FuseOperations {
         var ops = fuse_lowlevel_ops()
         ops.`init` = { _, connection in
             guard let connection else { return }
-            // Large requests: fewer round trips for sequential I/O.
-            connection.pointee.max_write = 1 << 20
+            // Large requests: fewer round trips for sequential I/O. Writes one page under
+            // 1 MiB: libfuse splices a request into a pipe (its bytes never copied through
+            // our memory) only if the pipe holds max_write plus a header page, and pipes
+            // stop at 1 MiB (fs.pipe-max-size) without CAP_SYS_RESOURCE. At 1 MiB every
+            // write was read() into a buffer, then copied again by pwrite.
+            connection.pointee.max_write = (1 << 20) - 4096
             connection.pointee.max_readahead = 1 << 20
             // Parallel lookups and readdirs in one folder; replies are independent.
             if connection.pointee.capable & UInt32(FUSE_CAP_PARALLEL_DIROPS) != 0 {
