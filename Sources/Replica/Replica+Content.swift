@@ -157,11 +157,7 @@ extension Replica {
     public func commitSoon(_ file: OpenFile) {
         guard file.writable else { return }
         commits.add { [self] in
-            do throws(ReplicaError) {
-                try commit(file.id, durable: false, reading: file.fd)
-            } catch {
-                logger.error("\(error.message); the bytes stay in the cache and are queued at the next close or mount")
-            }
+            logQueuingFailure { () throws(ReplicaError) in try commit(file.id, durable: false, reading: file.fd) }
         }
     }
 
@@ -178,24 +174,25 @@ extension Replica {
     /// (after any `commitSoon` of the same handle); others close now.
     public func closeSoon(_ file: OpenFile) {
         guard file.writable else {
-            do throws(ReplicaError) {
-                try close(file)
-            } catch {
-                logger.error("\(error.message)")
-            }
-            return
+            return logQueuingFailure { () throws(ReplicaError) in try close(file) }
         }
         commits.add { [self] in
-            do throws(ReplicaError) {
-                try close(file)
-            } catch {
-                logger.error("\(error.message); the bytes stay in the cache and are queued at the next close or mount")
-            }
+            logQueuingFailure { () throws(ReplicaError) in try close(file) }
         }
     }
 
-    /// `release`: the file handle is closed; a written file is queued (on the caller's
-    /// thread, as `commit`).
+    /// Queuing after close has no caller to report to: the error goes to the log, and the
+    /// file stays dirty (queued at its next close, or by the next mount).
+    private func logQueuingFailure(_ body: () throws(ReplicaError) -> Void) {
+        do {
+            try body()
+        } catch {
+            logger.error("\(error.message); the bytes stay in the cache and are queued at the next close or mount")
+        }
+    }
+
+    /// Closes the handle now; a written file is queued first (on the caller's thread, as
+    /// `commit`). `release` goes through `closeSoon`.
     public func close(_ file: OpenFile) throws(ReplicaError) {
         defer {
             try? file.fd.close()
