@@ -528,7 +528,7 @@ extension Replica {
                     id: id, base: 0, content: unchanged ? nil : Content(size: snapshot.size, chunks: chunks),
                     mode: mode, mtime: unchanged && !written ? nil : mtime))
                 let base = state.openedBase[id] ?? state.device.base(of: id)
-                try enqueue([(op, unchanged ? nil : base)], &state, content: [id])
+                enqueue([(op, unchanged ? nil : base)], &state, content: [id])
                 if !unchanged { state.unstaged.add(pieces.filter { !state.storedChunks.contains($0.ref.hash) }, of: id) }
                 if state.openedBase[id] != nil { state.openedBase[id] = state.device.base(of: id) }
                 return true
@@ -552,9 +552,7 @@ extension Replica {
     func makeDurable(_ id: ItemID) throws(ReplicaError) {
         do {
             try files.syncContent(id)
-            try database.pool.writeWithoutTransaction { db in
-                try db.execute(sql: "PRAGMA wal_checkpoint(FULL)")
-            }
+            try database.makeDurable()
         } catch {
             throw .local("cannot flush \(files.databasePath): \(error)")
         }
@@ -562,7 +560,7 @@ extension Replica {
 
     func saveContent(_ id: ItemID, _ record: ContentRecord?) throws(ReplicaError) {
         do {
-            try database.pool.write { db in try database.saveContent(id, record, db) }
+            try database.write { db in try database.saveContent(id, record, db) }
         } catch {
             throw .local("cannot record cache state in \(files.databasePath): \(error)")
         }

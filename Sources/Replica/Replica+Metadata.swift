@@ -91,7 +91,7 @@ extension Replica {
             guard let item = state.view.child(named: name, in: parent) else { throw .notFound }
             guard item.kind != .folder else { throw .isAFolder }
             let base = state.openedBase[item.id] ?? state.device.base(of: item.id)
-            try enqueue([(.delete(.init(id: item.id, base: 0)), base)], &state)
+            enqueue([(.delete(.init(id: item.id, base: 0)), base)], &state)
             if state.openCount[item.id] != nil { state.unlinkedHere.insert(item.id) }
         }
     }
@@ -102,7 +102,7 @@ extension Replica {
             guard let item = state.view.child(named: name, in: parent) else { throw .notFound }
             guard item.kind == .folder else { throw .notAFolder }
             guard !state.view.hasChildren(item.id) else { throw .notEmpty }
-            try enqueue([(.delete(.init(id: item.id, base: 0)), state.device.base(of: item.id))], &state)
+            enqueue([(.delete(.init(id: item.id, base: 0)), state.device.base(of: item.id))], &state)
         }
     }
 
@@ -135,7 +135,7 @@ extension Replica {
                 ops.append((.delete(.init(id: existing.id, base: 0)), state.openedBase[existing.id] ?? state.device.base(of: existing.id)))
             }
             ops.append((.move(.init(id: item.id, base: 0, parent: newParent, name: newName)), state.device.base(of: item.id)))
-            try enqueue(ops, &state)
+            enqueue(ops, &state)
             if let replaced, state.openCount[replaced.id] != nil { state.unlinkedHere.insert(replaced.id) }
         }
     }
@@ -151,7 +151,7 @@ extension Replica {
                 if let mtime { state.dirtyMtime[id] = mtime }
                 if let mode { state.dirtyMode[id] = mode }
             } else if mode != nil || mtime != nil {
-                try enqueue([(.update(.init(id: id, base: 0, mode: mode, mtime: mtime)), nil)], &state)
+                enqueue([(.update(.init(id: id, base: 0, mode: mode, mtime: mtime)), nil)], &state)
             }
             return attributes(state.liveItem(id)!, &state)
         }
@@ -183,7 +183,7 @@ extension Replica {
             var xattrs = item.xattrs
             if value == nil && xattrs[name] == nil { throw .notFound }
             xattrs[name] = value
-            try enqueue([(.update(.init(id: id, base: 0, xattrs: xattrs)), nil)], &state)
+            enqueue([(.update(.init(id: id, base: 0, xattrs: xattrs)), nil)], &state)
         }
     }
 
@@ -206,25 +206,24 @@ extension Replica {
                 // then costs no transaction.
                 state.content[id] = ContentRecord.empty.with(dirty: true)
             }
-            try enqueue([(op, nil)], &state, content: kind == .file ? [id] : [])
+            enqueue([(op, nil)], &state, content: kind == .file ? [id] : [])
             return attributes(state.liveItem(id)!, &state)
         }
     }
 
-    /// Queues one local change: durable in the database first, then shown in the view. The
-    /// same transaction records the content records of `content`.
-    func enqueue(_ ops: [(ItemOperation, BaseVersion?)], _ state: inout ReplicaState, content: [ItemID] = []) throws(ReplicaError) {
+    /// Queues one local change: shown in the view now, recorded in the database a moment
+    /// later (`writeSoon`: in order, before anything else is written there, and at fsync).
+    /// The same transaction records the content records of `content` as they are now.
+    func enqueue(_ ops: [(ItemOperation, BaseVersion?)], _ state: inout ReplicaState, content: [ItemID] = []) {
         let change = state.device.makeChange(localID: state.nextLocalID, time: Timestamp.now(), ops)
-        do {
-            try database.pool.write { db in
-                try database.insertPending(change, db)
-                try database.setMeta("nextLocalID", String(change.localID + 1), db)
-                for id in content { try database.saveContent(id, state.content[id], db) }
-            }
-        } catch {
-            throw .local("cannot record the change in \(files.databasePath): \(error)")
+        let records = content.map { ($0, state.content[$0]) }
+        database.writeSoon { [database] db in
+            try database.insertPending(change, db)
+            try database.setMeta("nextLocalID", String(change.localID + 1), db)
+            for (id, record) in records { try database.saveContent(id, record, db) }
         }
         state.nextLocalID += 1
+        state.lastLocalChange = .now
         state.device.append(change)
         pushAfterPause()
     }

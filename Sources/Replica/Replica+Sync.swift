@@ -18,8 +18,20 @@ extension Replica {
             while true {
                 try await payOwedUploads()
                 guard try await pushOneBatch() else { break }
+                await letBurstFillBatch()
             }
         }
+    }
+
+    /// While changes keep arriving (tar x), the next batch waits one `pushPause` to fill
+    /// first: one commit per pause instead of one per few files (each commit costs a journal
+    /// entry, reading it back and a transaction).
+    private func letBurstFillBatch() async {
+        let arriving = state.withLock { state in
+            guard let last = state.lastLocalChange, ContinuousClock.now - last < Replica.pushPause else { return false }
+            return state.device.pending.count < configuration.maximumBatchOperations
+        }
+        if arriving { try? await Task.sleep(for: Replica.pushPause) }
     }
 
     /// Wakes the background loop to pull and push now.
@@ -188,7 +200,7 @@ extension Replica {
                 let chunks = ours.commit!.ops.filter(\.announcesPendingContent).flatMap(\.chunks)
                 if !chunks.isEmpty { owed[ours.seq] = chunks }
             }
-            try database.pool.write { db in
+            try database.write { db in
                 if owed != state.owed { try database.setMeta("owed", Replica.encodedOwed(owed), db) }
                 try database.saveItems(syncedChanges, of: state.device.synced, db)
                 if let landed {
@@ -273,7 +285,7 @@ extension Replica {
             try await appendAtNextFreeNumber { _, _ in commit }
             try state.withLock { state in
                 state.owed[entry] = nil
-                try database.pool.write { [owed = state.owed] db in
+                try database.write { [owed = state.owed] db in
                     try database.setMeta("owed", Replica.encodedOwed(owed), db)
                 }
             }
@@ -304,7 +316,7 @@ extension Replica {
                 let ids = state.device.nextBatchIDs(maximumOperations: configuration.maximumBatchOperations)
                 guard !ids.isEmpty else { return nil }
                 let batch = Batch(commitID: UUID().uuidString, localIDs: ids)
-                try database.pool.write { db in
+                try database.write { db in
                     try database.setMeta("inFlight", String(decoding: FormatCoding.encode(batch), as: UTF8.self), db)
                 }
                 state.inFlight = batch

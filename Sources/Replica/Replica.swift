@@ -43,7 +43,7 @@ public final class Replica: Sendable {
             let store = configuration.offline ? UnreachableStore(location: store.location) : store
             container = try ContainerStore(store: store, container: configuration.container)
             files = try LocalFiles(root: configuration.cacheDirectory)
-            database = try StateDatabase(path: files.databasePath)
+            database = try StateDatabase(path: files.databasePath, logger: logger)
         } catch {
             throw ReplicaError.wrapping(error)
         }
@@ -72,7 +72,7 @@ public final class Replica: Sendable {
         chunker = Chunker(identity.chunking)
         events = EventLog(folder: configuration.cacheDirectory)
         do {
-            let loaded = try database.pool.write { db -> (ReplicaState, String) in
+            let loaded = try database.write { db -> (ReplicaState, String) in
                 var deviceID = try database.meta("deviceID", db)
                 if deviceID == nil {
                     deviceID = UUID().uuidString
@@ -139,7 +139,7 @@ public final class Replica: Sendable {
                 "the cache \(configuration.cacheDirectory) belongs to container identity \(cached.token), but the store holds identity \(remote.token); use another cache folder")
         }
         if cached == nil {
-            try await database.pool.write { db in
+            try database.write { db in
                 try database.setMeta("identity", String(decoding: FormatCoding.encode(remote), as: UTF8.self), db)
             }
         }
@@ -185,7 +185,7 @@ public final class Replica: Sendable {
             let assignments = state.inodes.takeUnsaved()
             guard !assignments.isEmpty else { return }
             do {
-                try database.pool.write { db in try database.saveInodes(assignments, db) }
+                try database.write { db in try database.saveInodes(assignments, db) }
             } catch {
                 logger.error("cannot record inode numbers in \(files.databasePath): \(error)")
             }
@@ -231,6 +231,11 @@ public final class Replica: Sendable {
         wakeup.signal()
         await task?.value
         saveInodes()
+        do {
+            try database.flush()
+        } catch {
+            logger.error("cannot record the last changes in \(files.databasePath): \(error)")
+        }
     }
 }
 

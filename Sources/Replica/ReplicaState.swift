@@ -46,6 +46,8 @@ struct ReplicaState: Sendable {
     var snapshotNotRecorded: String?
     /// Chunks known to be in the store (uploaded or seen there) during this run.
     var storedChunks: Set<ChunkHash> = []
+    /// When the last local change was queued (a burst is under way if it was just now).
+    var lastLocalChange: ContinuousClock.Instant?
 
     var view: Tree { device.view }
 

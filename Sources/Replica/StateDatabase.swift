@@ -1,6 +1,8 @@
 import ContainerFormat
 import Foundation
 import GRDB
+import Logging
+import Synchronization
 
 /// The device's durable state: one SQLite database (WAL) in the cache folder.
 ///
@@ -9,10 +11,24 @@ import GRDB
 /// not yet in the journal), `content` (what each local content file holds), `inode`
 /// (stable inode numbers). One transaction per invariant: an applied journal entry updates
 /// the tree, the head and the queue together.
+///
+/// Writes commit in the order they are asked for. Most go through `write` (now, in the
+/// caller's transaction). What a file operation records (its queued change, a content
+/// record) goes through `writeSoon`, so that a create, a rename or a close does not wait
+/// for a transaction of its own: such writes are collected and commit together a moment
+/// later on a background thread, or first in the next `write`, or at `flush` (fsync,
+/// unmount). A crash can lose the last moment of them, as it loses bytes not yet synced.
 final class StateDatabase: Sendable {
     let pool: DatabasePool
+    private let waiting = Mutex(WaitingWrites())
+    /// Held from taking the waiting writes until they are committed (or put back), so that
+    /// transactions commit in the order their writes were asked for.
+    private let order = NSLock()
+    private let background = DispatchQueue(label: "icloudfs.state-writes")
+    private let logger: Logger
 
-    init(path: String) throws {
+    init(path: String, logger: Logger) throws {
+        self.logger = logger
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
@@ -22,6 +38,60 @@ final class StateDatabase: Sendable {
         }
         pool = try DatabasePool(path: path, configuration: configuration)
         try StateDatabase.migrator.migrate(pool)
+    }
+
+    // MARK: writing
+
+    typealias Work = @Sendable (Database) throws -> Void
+
+    /// Commits what `writeSoon` left waiting, then `body`, in one transaction. If that
+    /// fails, the waiting writes stay waiting (retried by the next write) and the error is
+    /// thrown.
+    func write<T>(_ body: (Database) throws -> T) throws -> T {
+        try order.withLock {
+            let taken = waiting.withLock { $0.take() }
+            do {
+                return try pool.write { db in
+                    for work in taken { try work(db) }
+                    return try body(db)
+                }
+            } catch {
+                waiting.withLock { $0.putBack(taken) }
+                throw error
+            }
+        }
+    }
+
+    /// Commits `work` a moment from now (`gathering`), before any later `write`.
+    func writeSoon(_ work: @escaping Work) {
+        guard waiting.withLock({ $0.add(work) }) else { return }  // a background write is due
+        background.asyncAfter(deadline: .now() + StateDatabase.gathering) { [self] in
+            waiting.withLock { $0.backgroundDue = false }
+            do {
+                try flush()
+            } catch {
+                logger.error("cannot record changes in \(pool.path): \(error); retried at the next write")
+            }
+        }
+    }
+
+    /// How long `writeSoon` gathers writes before committing them: a transaction costs about
+    /// as much as the file operation itself, so a burst (tar x) shares one per a few files.
+    static let gathering = DispatchTimeInterval.milliseconds(5)
+
+    /// Returns once every write asked for so far is committed.
+    func flush() throws {
+        try write { _ in }
+    }
+
+    /// Returns once every write asked for so far survives a power loss: committed, and the
+    /// log copied into the database file and synced (`synchronous = NORMAL` syncs the log
+    /// only at checkpoints).
+    func makeDurable() throws {
+        try flush()
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA wal_checkpoint(FULL)")
+        }
     }
 
     /// Append-only: never edit a migration that has shipped.
@@ -278,5 +348,28 @@ struct ContentRecord: Sendable, Equatable {
         var record = self
         record.dirty = dirty
         return record
+    }
+}
+
+/// The writes `writeSoon` collected, in order, and whether a background write is due.
+private struct WaitingWrites {
+    private var works: [StateDatabase.Work] = []
+    var backgroundDue = false
+
+    /// Adds `work`; true when a background write should be scheduled for it.
+    mutating func add(_ work: @escaping StateDatabase.Work) -> Bool {
+        works.append(work)
+        defer { backgroundDue = true }
+        return !backgroundDue
+    }
+
+    mutating func take() -> [StateDatabase.Work] {
+        defer { works = [] }
+        return works
+    }
+
+    /// Writes that failed go back in front of those asked for since.
+    mutating func putBack(_ failed: [StateDatabase.Work]) {
+        works = failed + works
     }
 }

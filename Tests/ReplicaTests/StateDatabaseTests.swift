@@ -1,6 +1,7 @@
 import ContainerFormat
 import Foundation
 import Testing
+import TestSupport
 
 @testable import Replica
 
@@ -16,5 +17,34 @@ struct StateDatabaseTests {
         #expect(try StateDatabase.decodeRanges(StateDatabase.encode(ByteRanges())) == ByteRanges())
         #expect(try StateDatabase.decodeRanges(FormatCoding.encode(ranges)) == ranges)
         #expect(throws: StateDatabaseError.self) { try StateDatabase.decodeRanges(packed.dropLast()) }
+    }
+
+    @Test("writes asked for with writeSoon commit before any later write, and by themselves shortly after")
+    func writeSoonKeepsOrder() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        let database = try StateDatabase(path: folder.path + "/state.db", logger: quietLogger)
+        database.writeSoon { db in try database.setMeta("k", "soon", db) }
+        try database.write { db in try database.setMeta("k", "now", db) }
+        #expect(try database.pool.read { db in try database.meta("k", db) } == "now")
+
+        database.writeSoon { db in try database.setMeta("alone", "yes", db) }
+        let deadline = Date().addingTimeInterval(5)
+        while try database.pool.read({ db in try database.meta("alone", db) }) == nil, Date() < deadline {
+            usleep(1000)
+        }
+        #expect(try database.pool.read { db in try database.meta("alone", db) } == "yes")
+    }
+
+    @Test("a failed write leaves the writes waiting before it to the next one")
+    func failedWriteKeepsWaiting() throws {
+        struct Refused: Error {}
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        let database = try StateDatabase(path: folder.path + "/state.db", logger: quietLogger)
+        database.writeSoon { db in try database.setMeta("queued", "1", db) }
+        #expect(throws: Refused.self) { try database.write { _ in throw Refused() } }
+        try database.flush()
+        #expect(try database.pool.read { db in try database.meta("queued", db) } == "1")
     }
 }
