@@ -157,12 +157,19 @@ extension Replica {
             "started from snapshot \(snapshot.seq) (\(tree.count) items) in \(ContinuousClock.now - start) (read in \(read))")
     }
 
-    func pullUnlocked() async throws {
+    /// `appended`: an entry this device has just written, taken as it is instead of read
+    /// back and decoded again.
+    func pullUnlocked(appended: (seq: UInt64, commit: Commit)? = nil) async throws {
         if let why = state.withLock({ $0.snapshotNotRecorded }) { throw ReplicaError.local(why) }
         while true {
             var seq = head + 1
             var entries: [(seq: UInt64, commit: Commit?)] = []
             while entries.count < 256 {
+                if let appended, appended.seq == seq {
+                    entries.append((seq, appended.commit))
+                    seq += 1
+                    continue
+                }
                 switch try await container.readEntry(seq) {
                 case .missing:
                     break
@@ -303,7 +310,7 @@ extension Replica {
             }
             guard let (seq, commit) = attempt else { return }
             let appended = try await container.append(commit, at: seq)
-            try await pullUnlocked()
+            try await pullUnlocked(appended: appended ? (seq, commit) : nil)
             if appended { return }
         }
     }

@@ -52,6 +52,17 @@ struct LocalChangeCodingTests {
         }
     }
 
+    @Test("a journal entry reads back equal to the commit written (a device applies its own entries without reading them back)")
+    func commitRoundTrip() throws {
+        let ops = changes.flatMap(\.ops)
+        for uploaded: [UInt64] in [[], [3, 7]] {
+            let commit = Commit(
+                commitID: "c", device: "dév", deviceID: "d", time: Timestamp(seconds: 1_700_000_000, nanoseconds: 5),
+                ops: ops, uploaded: uploaded)
+            #expect(try FormatCoding.decode(Commit.self, from: FormatCoding.encode(commit)) == commit)
+        }
+    }
+
     @Test("a malformed queued change is an error")
     func malformed() throws {
         var data = LocalChangeCoding.encode(changes[1])
