@@ -25,7 +25,7 @@ extension Replica {
 
     /// While changes keep arriving (tar x), the next batch waits one `pushPause` to fill
     /// first: one commit per pause instead of one per few files (each commit costs a journal
-    /// entry, reading it back and a transaction).
+    /// entry, a store flush and transactions).
     private func letBurstFillBatch() async {
         let arriving = state.withLock { state in
             guard let last = state.lastLocalChange, ContinuousClock.now - last < Replica.pushPause else { return false }
