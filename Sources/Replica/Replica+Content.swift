@@ -472,10 +472,10 @@ extension Replica {
         }
     }
 
-    /// Chunks a written file and queues its new version, in one transaction; the chunks stay
-    /// in the content file until uploaded (`UnstagedChunks`). Writes that land while chunking
-    /// make it start over. `descriptor`: the content file, if the caller has it open (it is
-    /// read from there, without opening the file again).
+    /// Chunks a written file and queues its new version (one change, see `enqueue`); the
+    /// chunks stay in the content file until uploaded (`UnstagedChunks`). Writes that land
+    /// while chunking make it start over. `descriptor`: the content file, if the caller has
+    /// it open (it is read from there, without opening the file again).
     func commit(_ id: ItemID, durable: Bool, reading descriptor: FileDescriptor? = nil) throws(ReplicaError) {
         // fsync: the disk write of the content file runs while the file is chunked.
         let flush = durable ? files.startSyncingContent(id) : nil

@@ -48,17 +48,19 @@ final class StateDatabase: Sendable {
     /// fails, the waiting writes stay waiting (retried by the next write) and the error is
     /// thrown.
     func write<T>(_ body: (Database) throws -> T) throws -> T {
-        try order.withLock {
-            let taken = waiting.withLock { $0.take() }
-            do {
-                return try pool.write { db in
-                    for work in taken { try work(db) }
-                    return try body(db)
-                }
-            } catch {
-                waiting.withLock { $0.putBack(taken) }
-                throw error
+        try order.withLock { try writeHoldingOrder(body) }
+    }
+
+    private func writeHoldingOrder<T>(_ body: (Database) throws -> T) throws -> T {
+        let taken = waiting.withLock { $0.take() }
+        do {
+            return try pool.write { db in
+                for work in taken { try work(db) }
+                return try body(db)
             }
+        } catch {
+            waiting.withLock { $0.putBack(taken) }
+            throw error
         }
     }
 
@@ -81,7 +83,11 @@ final class StateDatabase: Sendable {
 
     /// Returns once every write asked for so far is committed.
     func flush() throws {
-        try write { _ in }
+        try order.withLock {
+            // Nothing waiting, and holding `order` nothing is being committed: done.
+            guard waiting.withLock({ !$0.isEmpty }) else { return }
+            try writeHoldingOrder { _ in }
+        }
     }
 
     /// Returns once every write asked for so far survives a power loss: committed, and the
@@ -355,6 +361,7 @@ struct ContentRecord: Sendable, Equatable {
 private struct WaitingWrites {
     private var works: [StateDatabase.Work] = []
     var backgroundDue = false
+    var isEmpty: Bool { works.isEmpty }
 
     /// Adds `work`; true when a background write should be scheduled for it.
     mutating func add(_ work: @escaping StateDatabase.Work) -> Bool {
