@@ -19,6 +19,8 @@ import Synchronization
 /// later on a background thread, or first in the next `write`, or at `flush` (fsync,
 /// unmount). A crash can lose the last moment of them, as it loses bytes not yet synced.
 final class StateDatabase: Sendable {
+    /// For reads. Writes go through `write` or `writeSoon`, which keep their order (the
+    /// snapshot's `asyncWrite` at start, before any other write, is the one exception).
     let pool: DatabasePool
     private let waiting = Mutex(WaitingWrites())
     /// Held from taking the waiting writes until they are committed (or put back), so that
