@@ -49,6 +49,9 @@ public struct Tree: Sendable {
         return item
     }
 
+    /// Items (tombstones too) whose content is still waiting for its chunks in the store.
+    public var itemsWithPendingContent: some Sequence<ItemID> { pendingContent.values.joined() }
+
     public func child(named name: String, in folder: ItemID) -> Item? {
         childIndex[folder]?[name].flatMap { items[$0] }
     }
@@ -63,6 +66,13 @@ public struct Tree: Sendable {
     }
 
     /// True while a live conflict copy of `id` exists.
+    /// Ids of the live children in no particular order: for walks that visit them all,
+    /// without the sort and the copies of `children` (a whole container's walk sorted every
+    /// folder's children).
+    public func childIDs(of folder: ItemID) -> Dictionary<String, ItemID>.Values {
+        (childIndex[folder] ?? [:]).values
+    }
+
     public func hasUnresolvedConflicts(_ id: ItemID) -> Bool {
         !(copies[id]?.isEmpty ?? true)
     }

@@ -41,6 +41,10 @@ extension FuseFileSystem {
             } else if name == Self.conflictCopies {
                 let names = replica.conflictCopyNames(of: item)
                 value = names.isEmpty ? nil : Data(names.joined(separator: "\n").utf8)
+            } else if name == SyncState.itemIdentifierAttribute {
+                value = Data(item.rawValue.utf8)
+            } else if name == SyncState.isUploadedAttribute {
+                value = Data(SyncState.flag(try replica.isUploaded(item)).utf8)
             } else if name.hasPrefix(Self.icloudPrefix) {
                 value = try replica.syncState(of: item).attributes.first { $0.name == name }.map { Data($0.value.utf8) }
             } else {

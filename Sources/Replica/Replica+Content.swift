@@ -289,17 +289,10 @@ extension Replica {
     /// Starts downloading a file (a folder: everything below it) and returns at once
     /// (`user.icloud.download`, startDownloadingUbiquitousItem).
     public func startDownload(_ id: ItemID) {
-        let files = state.withLock { state -> [ItemID] in
-            var found: [ItemID] = []
-            var stack = [id]
-            while let next = stack.popLast() {
-                guard let item = state.view.liveItem(next) else { continue }
-                if item.kind == .file { found.append(next) }
-                if item.kind == .folder { stack += state.view.children(of: next).map(\.id) }
-            }
-            return found
+        let wanted = state.withLock { state in
+            state.view.liveItem(id).map { files(below: $0, state) } ?? []
         }
-        for file in files { startBackgroundDownload(file) }
+        for file in wanted { startBackgroundDownload(file) }
     }
 
     /// Queues a whole-file download behind the others; at most two run at once, so reads

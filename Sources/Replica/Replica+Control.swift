@@ -138,12 +138,14 @@ extension Replica {
         return nil
     }
 
-    private func files(below item: Item, _ state: ReplicaState) -> [ItemID] {
+    /// `item` if it is a file, or the files anywhere in it if it is a folder.
+    func files(below item: Item, _ state: ReplicaState) -> [ItemID] {
         guard item.kind == .folder else { return item.kind == .file ? [item.id] : [] }
         var found: [ItemID] = []
         var stack = [item.id]
         while let next = stack.popLast() {
-            for child in state.view.children(of: next) {
+            for id in state.view.childIDs(of: next) {
+                guard let child = state.view.item(id) else { continue }
                 if child.kind == .folder { stack.append(child.id) } else if child.kind == .file { found.append(child.id) }
             }
         }

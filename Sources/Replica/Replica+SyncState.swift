@@ -7,11 +7,36 @@ extension Replica {
         try state.withLock { state throws(ReplicaError) in
             guard let item = state.liveItem(id) else { throw .notFound }
             let pending = state.itemsWithPendingChanges
-            if item.kind != .folder { return fileState(item, state, pending) }
-            return folderState(item, state, pending)
+            var result = item.kind == .folder ? folderState(item, state, pending) : fileState(item, state, pending)
+            result.isPinned = isPinned(id, state)
+            return result
         }
     }
 
+    /// Whether `id` (a file, or a folder with everything in it) is all in the store: nothing
+    /// queued, unsaved or still owed by any device. Answered from the few items that are
+    /// not (queued changes, files being written, content announced before its chunks), so a
+    /// large container answers as fast as a small one: `icloudfs sync --wait` polls the root.
+    public func isUploaded(_ id: ItemID) throws(ReplicaError) -> Bool {
+        try state.withLock { state throws(ReplicaError) in
+            guard state.liveItem(id) != nil else { throw .notFound }
+            return isUploaded(id, state, state.itemsWithPendingChanges)
+        }
+    }
+
+    private func isUploaded(_ id: ItemID, _ state: ReplicaState, _ pending: Set<ItemID>) -> Bool {
+        let view = state.view
+        // Queued changes of items gone since (deletes, moves away) count where they were.
+        func within(_ other: ItemID) -> Bool {
+            id == .root || other == id || view.isAncestor(id, of: other)
+        }
+        if pending.contains(where: within) { return false }
+        let unsaved = state.content.contains { $0.value.dirty && view.liveItem($0.key) != nil && within($0.key) }
+        return !unsaved && !view.itemsWithPendingContent.contains { view.liveItem($0) != nil && within($0) }
+    }
+
+    /// `isPinned` is left false here (it walks up the ancestors, and a folder's tally does
+    /// not use it): `syncState` sets it for the item asked about.
     private func fileState(_ item: Item, _ state: ReplicaState, _ pending: Set<ItemID>) -> SyncState {
         let record = state.content[item.id]
         let matchesVersion = record.map { $0.dirty || ($0.chunks == item.chunks && $0.size == item.size) } ?? false
@@ -39,7 +64,7 @@ extension Replica {
             percentUploaded: isUploaded ? 100 : isUploading ? uploadedShare(of: item, state) : 0,
             hasUnresolvedConflicts: state.view.hasUnresolvedConflicts(item.id),
             downloadingError: state.downloadErrors[item.id], uploadingError: isUploading ? state.uploadError : nil,
-            isPinned: isPinned(item.id, state))
+            isPinned: false)
     }
 
     /// Share of the bytes of the newest queued content of `id` already in the store.
@@ -52,45 +77,66 @@ extension Replica {
     }
 
     private func folderState(_ folder: Item, _ state: ReplicaState, _ pending: Set<ItemID>) -> SyncState {
-        var all = folder.id == .root ? [] : [fileState(folder, state, pending)]
-        var sizes: [UInt64] = all.map { _ in 0 }
-        var conflicts = false
+        var tally = FolderTally()
+        if folder.id != .root { tally.add(fileState(folder, state, pending), size: 0) }
         var stack = [folder.id]
         while let next = stack.popLast() {
-            for child in state.view.children(of: next) {
-                guard let item = state.liveItem(child.id) else { continue }
-                conflicts = conflicts || state.view.hasUnresolvedConflicts(item.id)
-                if item.kind == .folder {
-                    stack.append(item.id)
-                    all.append(fileState(item, state, pending))
-                    sizes.append(0)
-                } else {
-                    all.append(fileState(item, state, pending))
-                    sizes.append(item.size)
-                }
+            for child in state.view.childIDs(of: next) {
+                guard let item = state.liveItem(child) else { continue }
+                tally.conflicts = tally.conflicts || state.view.hasUnresolvedConflicts(item.id)
+                if item.kind == .folder { stack.append(item.id) }
+                tally.add(fileState(item, state, pending), size: item.kind == .folder ? 0 : item.size)
             }
-        }
-        let totalBytes = sizes.reduce(0, +)
-        func weighted(_ percent: (SyncState) -> Double, whenEmpty: Bool) -> Double {
-            guard totalBytes > 0 else { return whenEmpty ? 100 : 0 }
-            return zip(all, sizes).reduce(0.0) { $0 + percent($1.0) * Double($1.1) } / Double(totalBytes)
         }
         // Queued deletes (and moves away) concern items no longer listed here.
         let queuedForGoneItems = pending.contains { id in
             state.view.liveItem(id) == nil && (folder.id == .root || state.view.isAncestor(folder.id, of: id))
         }
-        let isUploaded = all.allSatisfy(\.isUploaded) && !queuedForGoneItems
-        let isDownloaded = all.allSatisfy(\.isDownloaded)
+        let isUploaded = isUploaded(folder.id, state, pending)
         return SyncState(
             itemIdentifier: folder.id.rawValue,
-            downloadingStatus: isDownloaded ? .current : .notDownloaded,
-            isDownloading: all.contains(where: \.isDownloading),
-            percentDownloaded: isDownloaded ? 100 : min(99.9, weighted(\.percentDownloaded, whenEmpty: false)),
-            downloadRequested: all.contains(where: \.downloadRequested), isUploaded: isUploaded,
-            isUploading: all.contains(where: \.isUploading) || queuedForGoneItems, percentUploaded: isUploaded ? 100 : min(99.9, weighted(\.percentUploaded, whenEmpty: false)),
-            hasUnresolvedConflicts: conflicts,
-            downloadingError: all.lazy.compactMap(\.downloadingError).first,
-            uploadingError: all.lazy.compactMap(\.uploadingError).first ?? (isUploaded ? nil : state.uploadError),
-            isPinned: isPinned(folder.id, state))
+            downloadingStatus: tally.allDownloaded ? .current : .notDownloaded,
+            isDownloading: tally.anyDownloading,
+            percentDownloaded: tally.allDownloaded ? 100 : min(99.9, tally.percent(tally.downloadedBytes)),
+            downloadRequested: tally.anyDownloadRequested, isUploaded: isUploaded,
+            isUploading: tally.anyUploading || queuedForGoneItems,
+            percentUploaded: isUploaded ? 100 : min(99.9, tally.percent(tally.uploadedBytes)),
+            hasUnresolvedConflicts: tally.conflicts,
+            downloadingError: tally.downloadingError,
+            uploadingError: tally.uploadingError ?? (isUploaded ? nil : state.uploadError),
+            isPinned: false)
+    }
+}
+
+/// A folder's picture summed over its contents as they are visited (a whole container's
+/// worth of per-item states is never held at once).
+private struct FolderTally {
+    var totalBytes: UInt64 = 0
+    /// Byte-weighted sums of the items' percentages (percent × bytes).
+    var downloadedBytes = 0.0
+    var uploadedBytes = 0.0
+    var allDownloaded = true
+    var anyDownloading = false
+    var anyDownloadRequested = false
+    var anyUploading = false
+    var conflicts = false
+    var downloadingError: String?
+    var uploadingError: String?
+
+    mutating func add(_ state: SyncState, size: UInt64) {
+        totalBytes += size
+        downloadedBytes += state.percentDownloaded * Double(size)
+        uploadedBytes += state.percentUploaded * Double(size)
+        allDownloaded = allDownloaded && state.isDownloaded
+        anyDownloading = anyDownloading || state.isDownloading
+        anyDownloadRequested = anyDownloadRequested || state.downloadRequested
+        anyUploading = anyUploading || state.isUploading
+        downloadingError = downloadingError ?? state.downloadingError
+        uploadingError = uploadingError ?? state.uploadingError
+    }
+
+    /// The byte-weighted percentage (0 for a folder of empty files).
+    func percent(_ weightedSum: Double) -> Double {
+        totalBytes == 0 ? 0 : weightedSum / Double(totalBytes)
     }
 }

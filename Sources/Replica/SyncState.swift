@@ -22,24 +22,29 @@ public struct SyncState: Sendable, Equatable {
     /// The `user.icloud.*` attributes present for this state, in listing order.
     public var attributes: [(name: String, value: String)] {
         var list: [(String, String)] = [
-            ("user.icloud.isDownloaded", flag(isDownloaded)),
+            ("user.icloud.isDownloaded", Self.flag(isDownloaded)),
             ("user.icloud.downloadingStatus", downloadingStatus.rawValue),
-            ("user.icloud.isDownloading", flag(isDownloading)),
+            ("user.icloud.isDownloading", Self.flag(isDownloading)),
             ("user.icloud.percentDownloaded", SyncState.percent(percentDownloaded)),
-            ("user.icloud.downloadRequested", flag(downloadRequested)),
-            ("user.icloud.isUploaded", flag(isUploaded)),
-            ("user.icloud.isUploading", flag(isUploading)),
+            ("user.icloud.downloadRequested", Self.flag(downloadRequested)),
+            (SyncState.isUploadedAttribute, Self.flag(isUploaded)),
+            ("user.icloud.isUploading", Self.flag(isUploading)),
             ("user.icloud.percentUploaded", SyncState.percent(percentUploaded)),
-            ("user.icloud.hasUnresolvedConflicts", flag(hasUnresolvedConflicts)),
-            ("user.icloud.isPinned", flag(isPinned)),
-            ("user.icloud.itemIdentifier", itemIdentifier),
+            ("user.icloud.hasUnresolvedConflicts", Self.flag(hasUnresolvedConflicts)),
+            ("user.icloud.isPinned", Self.flag(isPinned)),
+            (SyncState.itemIdentifierAttribute, itemIdentifier),
         ]
         if let downloadingError { list.append(("user.icloud.downloadingError", downloadingError)) }
         if let uploadingError { list.append(("user.icloud.uploadingError", uploadingError)) }
         return list
     }
 
-    private func flag(_ value: Bool) -> String { value ? "1" : "0" }
+    /// Asked on their own by `icloudfs sync --wait` (which polls the root), so they have
+    /// cheap answers of their own, not an aggregate of a whole folder.
+    public static let isUploadedAttribute = "user.icloud.isUploaded"
+    public static let itemIdentifierAttribute = "user.icloud.itemIdentifier"
+
+    public static func flag(_ value: Bool) -> String { value ? "1" : "0" }
 
     /// `0` … `100`, one decimal where needed (`42.5`); never `100` before complete.
     static func percent(_ value: Double) -> String {

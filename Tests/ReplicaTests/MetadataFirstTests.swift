@@ -33,6 +33,7 @@ struct MetadataFirstTests {
         let early = try b.syncState(of: id)
         #expect(!early.isUploaded)
         #expect(!early.isUploading)  // b is not the one uploading
+        #expect(try !b.isUploaded(.root))  // another device still owes the content
         #expect(try a.syncState(of: a.id("video.bin")).isUploading)
         #expect(try await b.readFile("video.bin") == data)
         try await upload.value

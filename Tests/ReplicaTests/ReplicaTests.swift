@@ -210,6 +210,30 @@ struct ReplicaTests {
         #expect(try a.syncState(of: .root).isUploaded)
     }
 
+    @Test("a folder's isUploaded counts only what is in it: a file being written, then its queued change")
+    func isUploadedIsScopedToTheFolder() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        let d = try a.makeFolder("d", in: .root, mode: 0o755).id
+        let e = try a.makeFolder("e", in: d, mode: 0o755).id
+        let other = try a.makeFolder("other", in: .root, mode: 0o755).id
+        let file = try a.makeFile("f", in: e, mode: 0o644).id
+        try await a.push()
+        let handle = try await a.open(file, write: true, truncate: false)
+        try a.write(handle, offset: 0, data: Data("x".utf8))
+        for phase in ["written", "queued"] {
+            for id in [ItemID.root, d, e, file] {
+                #expect(try !a.isUploaded(id), "\(phase): \(id)")
+                #expect(try a.syncState(of: id).isUploaded == false, "\(phase): \(id)")
+            }
+            #expect(try a.isUploaded(other), "\(phase)")
+            if phase == "written" { try a.close(handle) }
+        }
+        try await a.push()
+        for id in [ItemID.root, d, e, file, other] { #expect(try a.isUploaded(id)) }
+    }
+
     @Test("mode and time set on a file being written go out with its content: one queued change")
     func attributesOfFileBeingWrittenJoinItsContent() async throws {
         let devices = Devices()
