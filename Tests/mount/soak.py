@@ -145,4 +145,11 @@ print(f"measured: soak seed {seed}: {operations} operations on {len(mounts)} dev
       f"{len(listings[0])} entries, {conflicts} conflict copies, {len(lost)} lost")
 if lost:
     print(f"seed {seed}: lost {sorted(lost)}")
+    # What happened to each lost version (the whole trace is in ICLOUDFS_SOAK_TRACE).
+    trace.flush()
+    if trace.name != os.devnull:
+        with open(trace.name) as f:
+            for line in f:
+                if any(token in line.split() for token in lost):
+                    print("  " + line.rstrip())
     sys.exit(1)
