@@ -13,21 +13,27 @@ struct MountCommand: AsyncParsableCommand {
         abstract: "Mount a container at a folder (returns once the mount is usable).",
         discussion: """
             Options (-o a,b=c; several -o allowed):
-              store=URL          the store: /path, file:///path, or s3://BUCKET/PREFIX?endpoint=URL&region=R
-                                 (default $XDG_DATA_HOME/icloudfs/store; S3 credentials from
-                                 AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws/credentials)
-              cache=DIR          this device's cache (default $XDG_CACHE_HOME/icloudfs/CONTAINER)
+              store=URL          the store: /path, file:///path, or
+                                 s3://BUCKET/PREFIX?endpoint=URL&region=R
+                                 (default $XDG_DATA_HOME/icloudfs/store; S3 keys
+                                 from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY,
+                                 AWS_PROFILE or ~/.aws/credentials)
+              cache=DIR          this device's cache
+                                 (default $XDG_CACHE_HOME/icloudfs/CONTAINER)
               device=NAME        name shown in conflict copies (default: host name)
               poll=DURATION      how often to look for remote changes (default 2s)
-              greedy             download every file in the background (default: on demand)
+              greedy             download every file in the background
+                                 (default: on demand)
               cache_size=SIZE    bound on downloaded content, e.g. 500M (default 10G)
-              offline            never contact the store; queue changes until remounted online
-              upload_limit=RATE  upload bandwidth limit in bytes per second, e.g. 1M (default none)
-              upload_wait=DURATION  how long a read waits for a file another device is still
-                                 uploading before it fails (default 60s)
+              offline            never contact the store; queue changes until
+                                 remounted online
+              upload_limit=RATE  upload bandwidth in bytes/s, e.g. 1M (default none)
+              upload_wait=DURATION  how long a read waits for a file another
+                                 device is still uploading (default 60s)
               ro, allow_other, default_permissions, uid=N, gid=N, umask=OCTAL
               foreground, debug  stay in the foreground; log each operation
-            Example: icloudfs mount iCloud.com.example.notes ~/notes -o store=/srv/icloud
+            Example:
+              icloudfs mount iCloud.com.example.notes ~/notes -o store=/srv/icloud
             """
     )
 
@@ -37,7 +43,7 @@ struct MountCommand: AsyncParsableCommand {
     @Argument(help: "An existing empty folder to mount on.")
     var mountPoint: String
 
-    @Option(name: .customShort("o"), help: "Mount options, comma-separated (see below).")
+    @Option(name: .customShort("o"), help: "Mount options, comma-separated (listed above).")
     var options: [String] = []
 
     @Flag(help: "Stay in the foreground (logs go to standard error).")
