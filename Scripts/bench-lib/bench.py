@@ -191,6 +191,37 @@ class Native:
         return time.perf_counter() - start
 
 
+class FuseFloor:
+    """nullfs.c: a FUSE daemon that keeps names in memory and drops written bytes. What W3 and
+    W7 take on it is the cost of FUSE's round trips here, which no FUSE filesystem beats."""
+    name = "floor"
+
+    def __init__(self, work):
+        self.root = work / "floor"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.binary = work / "nullfs"
+        compiler = shutil.which("cc") or shutil.which("clang")
+        if compiler is None:
+            raise RuntimeError("no C compiler (cc or clang) for the FUSE floor")
+        flags = run(["pkg-config", "--cflags", "--libs", "fuse3"], capture=True).stdout.split()
+        run([compiler, "-O2", "-o", self.binary, Path(__file__).with_name("nullfs.c"), *flags])
+        self.process = None
+        self.pid = None
+
+    def start(self, fresh=True):
+        self.process = subprocess.Popen([self.binary, self.root], stderr=subprocess.DEVNULL)
+        self.pid = self.process.pid
+        wait_for(lambda: is_mounted(self.root) or self.process.poll() is not None, 10, "the null FUSE daemon")
+        if not is_mounted(self.root):
+            raise RuntimeError("the null FUSE daemon (nullfs.c) did not mount")
+
+    def stop(self):
+        if self.process is not None:
+            unmount(self.root)
+            self.process.wait(timeout=10)
+            self.process = None
+
+
 class Rclone:
     name = "rclone"
 
@@ -403,7 +434,7 @@ class Bench:
         self.quick = args.quick
         self.reps = 1 if self.quick else 3
         self.only = set(args.only.split(",")) if args.only else None
-        self.chosen = set(args.targets.split(",")) if args.targets else {"native", "rclone", "icloudfs"}
+        self.chosen = set(args.targets.split(",")) if args.targets else {"native", "rclone", "icloudfs", "floor"}
         self.sizes = {
             "W1_file_MiB": 128 if self.quick else 512,
             "W3_files": 2000,
@@ -682,6 +713,24 @@ class Bench:
                 finally:
                     target.stop()
 
+    def fuse_floor(self):
+        """W3 and W7 on the null FUSE daemon (a fresh one each time: it never frees memory)."""
+        floor = FuseFloor(self.work)
+        self.targets.append(floor)
+        for rep in range(self.reps):
+            if self.wants("W3"):
+                floor.start()
+                seconds = float(run([sys.executable, "-c", CREATOR, floor.root / "w3", self.sizes["W3_files"]],
+                                    capture=True).stdout)
+                floor.stop()
+                self.add("W3", floor.name, self.sizes["W3_files"] / seconds)
+            if self.wants("W7"):
+                floor.start()
+                self.add("W7", floor.name, timed(["tar", "xf", self.tarball, "-C", floor.root]))
+                floor.stop()
+        log("  FUSE floor: " + ", ".join(f"{key} {median(self.samples[key][floor.name]):.1f}"
+                                         for key in ("W3", "W7") if floor.name in self.samples.get(key, {})))
+
     # -------------------------------------------------------------- driver
 
     def load(self, label):
@@ -712,6 +761,10 @@ class Bench:
                 self.w3_to_w7(target)
                 self.load(f"after W3..W7 {target.name}")
             write_outputs(self, interrupted=True, partial=True)
+        if "floor" in self.chosen and (self.wants("W3") or self.wants("W7")):
+            log("W3 and W7 on a null FUSE daemon (the FUSE floor)")
+            self.fuse_floor()
+            self.load("after the FUSE floor")
         if self.wants("memory") or self.wants("mount"):
             log("memory and mount time with a 100,000-item container")
             self.memory_and_mount(icloudfs, rclone)
@@ -794,6 +847,9 @@ def write_outputs(bench, interrupted=False, partial=False):
                  "samples": bench.samples.get(key, {})}
         if key in bench.lower_bounds:
             entry["lower_bound"] = sorted(bench.lower_bounds[key])
+        floor = median(bench.samples.get(key, {}).get("floor", []))
+        if floor is not None:
+            entry["fuse_floor"] = floor
         if key in bench.extras:
             entry["extra"] = bench.extras[key]
         workloads[key] = entry
@@ -866,6 +922,15 @@ def markdown(result):
                  for t in ("native", "rclone", "icloudfs")]
         lines.append(f"| {w['label']} | {w['unit']} | {' | '.join(cells)} | {w['goal']} | {holds} |")
     lines.append("")
+    floors = [(w["label"].split(" ")[0], fmt(w["fuse_floor"], w["unit"]), w["unit"])
+              for w in result["workloads"].values() if "fuse_floor" in w]
+    if floors:
+        lines += [
+            "FUSE floor (a null FUSE daemon, `Scripts/bench-lib/nullfs.c`: names in memory, written "
+            "bytes dropped; no FUSE filesystem is faster here): "
+            + ", ".join(f"{key} {value} {unit}" for key, value, unit in floors) + ".",
+            "",
+        ]
     micro = result.get("micro")
     if micro:
         lines += [
@@ -951,7 +1016,7 @@ def main():
     parser.add_argument("--perf", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (stores, remotes)")
     parser.add_argument("--only", default=None)
-    parser.add_argument("--targets", default=None, help="a subset of native,rclone,icloudfs")
+    parser.add_argument("--targets", default=None, help="a subset of native,rclone,icloudfs,floor")
     args = parser.parse_args()
 
     def terminate(signum, frame):
