@@ -65,7 +65,6 @@ public struct Tree: Sendable {
         !(childIndex[folder]?.isEmpty ?? true)
     }
 
-    /// True while a live conflict copy of `id` exists.
     /// Ids of the live children in no particular order: for walks that visit them all,
     /// without the sort and the copies of `children` (a whole container's walk sorted every
     /// folder's children).
@@ -73,6 +72,7 @@ public struct Tree: Sendable {
         (childIndex[folder] ?? [:]).values
     }
 
+    /// True while a live conflict copy of `id` exists.
     public func hasUnresolvedConflicts(_ id: ItemID) -> Bool {
         !(copies[id]?.isEmpty ?? true)
     }
