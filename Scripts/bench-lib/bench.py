@@ -962,7 +962,7 @@ def chart(result, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys, icloudfs, rclone, goals = [], [], [], []
+    keys, icloudfs, rclone, goals, floors = [], [], [], [], []
     goal_ratio = {"W1": 0.5, "W2": 0.75, "W4": 0.5, "W4warm": 0.5, "W5": 0.7, "W7": 0.2}
     for key, label, unit, higher, goal, check in ROWS:
         w = result["workloads"][key]
@@ -978,6 +978,7 @@ def chart(result, path):
         icloudfs.append(ratio(w["icloudfs"]))
         rclone.append(ratio(w["rclone"]))
         goals.append(goal_ratio.get(key, 10000 / n if key == "W3" else None))
+        floors.append(ratio(w["fuse_floor"]) if w.get("fuse_floor") else None)
     if not keys:
         return
     fig, ax = plt.subplots(figsize=(9, 5))
@@ -985,9 +986,11 @@ def chart(result, path):
     width = 0.38
     ax.bar([x - width / 2 for x in xs], icloudfs, width, label="icloudfs / native", color="#3b7dd8")
     ax.bar([x + width / 2 for x in xs], rclone, width, label="rclone / native", color="#d8893b")
-    for x, g in zip(xs, goals):
+    for x, g, f in zip(xs, goals, floors):
         if g:
             ax.hlines(g, x - width, x, colors="black", linestyles="dashed", linewidth=1)
+        if f:
+            ax.hlines(f, x - width, x, colors="#c0392b", linestyles="dotted", linewidth=1.5)
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_yscale("log")
     ax.set_xticks(list(xs))
@@ -999,7 +1002,10 @@ def chart(result, path):
     handles, labels = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color="black", linestyle="dashed", linewidth=1))
     labels.append("icloudfs goal")
-    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=3, fontsize=8, frameon=False)
+    if any(floors):
+        handles.append(Line2D([], [], color="#c0392b", linestyle="dotted", linewidth=1.5))
+        labels.append("FUSE floor (null daemon) / native")
+    ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=4, fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
