@@ -14,17 +14,21 @@ extension Replica {
     }
 
     /// Whether `id` (a file, or a folder with everything in it) is all in the store: nothing
-    /// queued, unsaved or still owed by any device. Answered from the few items that are
-    /// not (queued changes, files being written, content announced before its chunks), so a
-    /// large container answers as fast as a small one: `icloudfs sync --wait` polls the root.
+    /// queued, unsaved or still owed by any device. A folder is answered from the few items
+    /// that are not (queued changes, files being written, content announced before its
+    /// chunks), so a large container answers as fast as a small one: `icloudfs sync --wait`
+    /// polls the root. A file is answered by itself (`icloudfs status` asks every file).
     public func isUploaded(_ id: ItemID) throws(ReplicaError) -> Bool {
         try state.withLock { state throws(ReplicaError) in
-            guard state.liveItem(id) != nil else { throw .notFound }
-            return isUploaded(id, state, state.itemsWithPendingChanges)
+            guard let item = state.liveItem(id) else { throw .notFound }
+            let pending = state.itemsWithPendingChanges
+            if item.kind != .folder { return fileState(item, state, pending).isUploaded }
+            return folderIsUploaded(id, state, pending)
         }
     }
 
-    private func isUploaded(_ id: ItemID, _ state: ReplicaState, _ pending: Set<ItemID>) -> Bool {
+    /// Scans every content record for files being written: for folders only.
+    private func folderIsUploaded(_ id: ItemID, _ state: ReplicaState, _ pending: Set<ItemID>) -> Bool {
         let view = state.view
         // Queued changes of items gone since (deletes, moves away) count where they were.
         func within(_ other: ItemID) -> Bool {
@@ -92,7 +96,7 @@ extension Replica {
         let queuedForGoneItems = pending.contains { id in
             state.view.liveItem(id) == nil && (folder.id == .root || state.view.isAncestor(folder.id, of: id))
         }
-        let isUploaded = isUploaded(folder.id, state, pending)
+        let isUploaded = folderIsUploaded(folder.id, state, pending)
         return SyncState(
             itemIdentifier: folder.id.rawValue,
             downloadingStatus: tally.allDownloaded ? .current : .notDownloaded,
