@@ -127,7 +127,9 @@ let package = Package(
             name: "BlobStoreS3Tests",
             dependencies: ["BlobStoreS3", "BlobStore", "Replica", "ContainerFormat", "TestSupport", "icloudfs-testhelper"]),
         .testTarget(name: "ContainerFormatTests", dependencies: ["ContainerFormat", "TestSupport"]),
-        .testTarget(name: "ReplicaTests", dependencies: ["Replica", "TestSupport", "icloudfs-testhelper"]),
+        .testTarget(
+            name: "ReplicaTests",
+            dependencies: ["Replica", "TestSupport", "icloudfs-testhelper", .product(name: "GRDB", package: "GRDB.swift")]),
     ],
     swiftLanguageModes: [.v6]
 )

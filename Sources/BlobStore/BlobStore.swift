@@ -9,8 +9,11 @@ public protocol BlobStore: Sendable {
     /// Where the store is, for messages (never credentials).
     var location: String { get }
 
-    /// The whole object. Throws ``StoreError/notFound(_:)`` when there is none.
-    func get(_ key: BlobKey) async throws -> Data
+    /// The whole object. Throws ``StoreError/notFound(_:)`` when there is none, and
+    /// ``StoreError/badObject(_:)`` when it is larger than `maximumSize` or not an object at
+    /// all (a folder, a FIFO, a symlink in a directory store): store content is untrusted,
+    /// and a 1 TB journal entry or a FIFO must not stall every device.
+    func get(_ key: BlobKey, maximumSize: UInt64) async throws -> Data
 
     /// The bytes of `range` (clamped to the object's end). Throws `notFound` when absent.
     func get(_ key: BlobKey, range: Range<UInt64>) async throws -> Data
@@ -41,6 +44,13 @@ public protocol BlobStore: Sendable {
 }
 
 extension BlobStore {
+    /// The largest object any read accepts when the caller names no bound.
+    public static var defaultMaximumSize: UInt64 { 1 << 30 }
+
+    public func get(_ key: BlobKey) async throws -> Data {
+        try await get(key, maximumSize: Self.defaultMaximumSize)
+    }
+
     /// A stream that yields soon after anyone creates a key under `prefix`, where the store
     /// can tell (nil where it cannot: callers poll). A hint only: yields may be spurious or
     /// coalesced, and callers still read to find out what changed.

@@ -25,14 +25,30 @@ public struct DirectoryStore: BlobStore {
         }
     }
 
-    public func get(_ key: BlobKey) async throws -> Data {
+    public func get(_ key: BlobKey, maximumSize: UInt64) async throws -> Data {
         let path = self.path(of: key)
         return try await BlockingIO.run { () throws -> Data in
             try self.checked(key) { () throws -> Data in
-                let fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
+                let fd = try self.openObject(path, key)
                 defer { try? fd.close() }
-                return try FileIO.readAll(fd)
+                var info = stat()
+                guard fstat(fd.rawValue, &info) == 0 else { throw Errno(rawValue: errno) }
+                guard info.st_mode & S_IFMT == S_IFREG else { throw StoreError.badObject("\(path) is not a regular file") }
+                guard UInt64(info.st_size) <= maximumSize else {
+                    throw StoreError.badObject("\(path) holds \(info.st_size) bytes, more than the \(maximumSize) allowed")
+                }
+                return try FileIO.read(fd, offset: 0, count: Int(info.st_size))
             }
+        }
+    }
+
+    /// Opens an object to read without following a symlink or blocking on a FIFO (a store
+    /// is shared, and what it holds is untrusted).
+    private func openObject(_ path: FilePath, _ key: BlobKey) throws -> FileDescriptor {
+        do {
+            return try FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .noFollow, .nonBlocking])
+        } catch Errno.tooManySymbolicLinkLevels {
+            throw StoreError.badObject("\(path) is a symbolic link")
         }
     }
 
@@ -40,9 +56,14 @@ public struct DirectoryStore: BlobStore {
         let path = self.path(of: key)
         return try await BlockingIO.run { () throws -> Data in
             try self.checked(key) { () throws -> Data in
-                let fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
+                let fd = try self.openObject(path, key)
                 defer { try? fd.close() }
-                return try FileIO.read(fd, offset: range.lowerBound, count: Int(range.count))
+                var info = stat()
+                guard fstat(fd.rawValue, &info) == 0 else { throw Errno(rawValue: errno) }
+                guard info.st_mode & S_IFMT == S_IFREG else { throw StoreError.badObject("\(path) is not a regular file") }
+                let end = min(range.upperBound, UInt64(info.st_size))
+                guard range.lowerBound < end else { return Data() }
+                return try FileIO.read(fd, offset: range.lowerBound, count: Int(end - range.lowerBound))
             }
         }
     }
@@ -176,23 +197,29 @@ public struct DirectoryStore: BlobStore {
         }
     }
 
-    private func collectKeys(under relative: String, into keys: inout [BlobKey]) {
+    /// Keys below `relative`. Symbolic links are never followed (a link to a parent folder
+    /// would recurse forever) and the walk stops at a depth no key reaches.
+    private func collectKeys(under relative: String, into keys: inout [BlobKey], depth: Int = 0) {
         let folder = relative.isEmpty ? root : root.appending(relative)
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: folder.string) else {
+        guard depth < DirectoryStore.maximumKeyDepth,
+            let entries = try? FileManager.default.contentsOfDirectory(atPath: folder.string)
+        else {
             return
         }
         for entry in entries where !entry.hasPrefix(".") {
             let child = relative.isEmpty ? entry : relative + "/" + entry
-            var isFolder: ObjCBool = false
-            let exists = FileManager.default.fileExists(
-                atPath: folder.appending(entry).string, isDirectory: &isFolder)
-            if exists && isFolder.boolValue {
-                collectKeys(under: child, into: &keys)
+            var info = stat()
+            guard lstat(folder.appending(entry).string, &info) == 0 else { continue }
+            if info.st_mode & S_IFMT == S_IFDIR {
+                collectKeys(under: child, into: &keys, depth: depth + 1)
             } else if let key = try? BlobKey(child) {
                 keys.append(key)
             }
         }
     }
+
+    /// Folders below the root a key may pass through (`CONTAINER/chunks/ab/HASH` is 3).
+    static let maximumKeyDepth = 16
 
     private func requireRoot() throws {
         var info = stat()

@@ -10,6 +10,9 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     case quotaExceeded(String)
     /// Anything else the backend reported, with its own words.
     case failed(String)
+    /// The key holds something that is not an object this store may hand out: too large,
+    /// or not a regular file. Not transient: it will not get better by waiting.
+    case badObject(String)
 
     public var code: String {
         switch self {
@@ -20,6 +23,7 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
         case .permissionDenied: "permissionDenied"
         case .quotaExceeded: "quotaExceeded"
         case .failed: "storeFailed"
+        case .badObject: "badObject"
         }
     }
 
@@ -32,6 +36,7 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
         case .permissionDenied(let why): why
         case .quotaExceeded(let why): why
         case .failed(let why): why
+        case .badObject(let why): why
         }
     }
 
@@ -39,7 +44,7 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     public var isTransient: Bool {
         switch self {
         case .unavailable, .quotaExceeded, .failed: true
-        case .notFound, .alreadyExists, .invalidKey, .permissionDenied: false
+        case .notFound, .alreadyExists, .invalidKey, .permissionDenied, .badObject: false
         }
     }
 

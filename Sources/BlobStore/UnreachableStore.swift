@@ -9,7 +9,7 @@ public struct UnreachableStore: BlobStore {
 
     private var failure: StoreError { .unavailable("offline mode (-o offline): \(location) is not contacted") }
 
-    public func get(_ key: BlobKey) async throws -> Data { throw failure }
+    public func get(_ key: BlobKey, maximumSize: UInt64) async throws -> Data { throw failure }
     public func get(_ key: BlobKey, range: Range<UInt64>) async throws -> Data { throw failure }
     public func size(of key: BlobKey) async throws -> UInt64? { throw failure }
     public func putIfAbsent(_ key: BlobKey, data: Data) async throws { throw failure }

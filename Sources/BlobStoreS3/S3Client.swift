@@ -48,7 +48,7 @@ struct S3Client: Sendable {
     /// Sends `method` on `path` (from ``S3Location``), retrying per the policy.
     func send(
         _ method: HTTPMethod, path: String, query: [(name: String, value: String)] = [],
-        headers extra: [(name: String, value: String)] = [], body: Data? = nil,
+        headers extra: [(name: String, value: String)] = [], body: Data? = nil, maximumBody: UInt64 = 1 << 30,
         retryable: (S3Response) -> Bool = { S3RetryPolicy.isRetryable(status: $0.status, code: $0.errorBody?.code) }
     ) async throws -> S3Response {
         let payloadHash = body.map(SigV4Signer.payloadHash) ?? SigV4Signer.emptyPayloadHash
@@ -59,11 +59,14 @@ struct S3Client: Sendable {
             let outcome: Result<S3Response, any Error>
             do {
                 var response = try await sendOnce(
-                    method, path: path, query: query, headers: extra, body: body, payloadHash: payloadHash)
+                    method, path: path, query: query, headers: extra, body: body, payloadHash: payloadHash,
+                    maximumBody: maximumBody)
                 response.earlierAttemptMayHaveApplied = mayHaveApplied
                 outcome = .success(response)
             } catch let error as CancellationError {
                 throw error
+            } catch let error as StoreError {
+                throw error  // an answer too large to take: asking again gives the same
             } catch {
                 outcome = .failure(error)
             }
@@ -90,7 +93,7 @@ struct S3Client: Sendable {
 
     private func sendOnce(
         _ method: HTTPMethod, path: String, query: [(name: String, value: String)],
-        headers extra: [(name: String, value: String)], body: Data?, payloadHash: String
+        headers extra: [(name: String, value: String)], body: Data?, payloadHash: String, maximumBody: UInt64
     ) async throws -> S3Response {
         let toSign = SigV4Signer.Request(
             method: method.rawValue, path: path, query: query,
@@ -106,7 +109,12 @@ struct S3Client: Sendable {
         // No logger for the HTTP client: its debug output would carry the signed headers.
         let response = try await S3Client.http.execute(request, timeout: requestTimeout)
         // A HEAD answer has a Content-Length but no body.
-        let data = method == .HEAD ? ByteBuffer() : try await response.body.collect(upTo: 1 << 30)
+        let data: ByteBuffer
+        do {
+            data = method == .HEAD ? ByteBuffer() : try await response.body.collect(upTo: Int(clamping: maximumBody))
+        } catch is NIOTooManyBytesError {
+            throw StoreError.badObject("S3 \(method.rawValue) \(path): the answer is larger than the \(maximumBody) bytes allowed")
+        }
         return S3Response(status: Int(response.status.code), headers: response.headers, body: Data(data.readableBytesView))
     }
 

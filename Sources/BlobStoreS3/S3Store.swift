@@ -52,8 +52,8 @@ public struct S3Store: BlobStore {
         return S3Store(location: location, credentials: try S3Credentials.resolve(environment: environment), logger: logger)
     }
 
-    public func get(_ key: BlobKey) async throws -> Data {
-        let response = try await client.send(.GET, path: path(key))
+    public func get(_ key: BlobKey, maximumSize: UInt64) async throws -> Data {
+        let response = try await client.send(.GET, path: path(key), maximumBody: maximumSize)
         guard response.status == 200 else { throw error(response, "GET", key) }
         noteBucketSeen()
         return response.body

@@ -13,6 +13,18 @@ public struct ContainerStore: Sendable {
         self.container = container
     }
 
+    /// The highest seq a journal entry or snapshot may have: seqs are stored as SQLite
+    /// integers (Int64) on every device, and a forged higher one must not trap them.
+    public static let maximumSeq = UInt64(Int64.max)
+
+    /// The largest object of each kind a device reads: far above what icloudfs writes, far
+    /// below what would exhaust memory (a 1 TB sparse file in a directory store).
+    enum MaximumSize {
+        static let identity: UInt64 = 1 << 20
+        static let journalEntry: UInt64 = 256 << 20
+        static let snapshot: UInt64 = 4 << 30
+    }
+
     public static func isValidName(_ name: String) -> Bool {
         !name.hasPrefix(".") && name.utf8.count <= 255 && !name.contains("/") && BlobKey.isValid(name)
     }
@@ -45,9 +57,11 @@ public struct ContainerStore: Sendable {
     public func readIdentity() async throws -> Identity? {
         let data: Data
         do {
-            data = try await store.get(identityKey)
+            data = try await store.get(identityKey, maximumSize: MaximumSize.identity)
         } catch StoreError.notFound {
             return nil
+        } catch StoreError.badObject(let why) {
+            throw FormatError.malformed(what: "\(container)/identity", why: why)
         }
         let identity: Identity
         do {
@@ -82,7 +96,13 @@ public struct ContainerStore: Sendable {
 
     /// The chunk's bytes, checked against its hash and size.
     public func readChunk(_ ref: ChunkRef) async throws -> Data {
-        let data = try await store.get(chunkKey(ref.hash))
+        let data: Data
+        do {
+            // A chunk larger than its reference says is corrupt: never read more.
+            data = try await store.get(chunkKey(ref.hash), maximumSize: UInt64(ref.size))
+        } catch StoreError.badObject {
+            throw FormatError.corruptChunk(hash: ref.hash.hex)
+        }
         // Hashing a chunk takes a while: not on the few threads that run tasks.
         try await BlockingIO.run {
             guard data.count == Int(ref.size), ChunkHash(of: data) == ref.hash else {
@@ -114,9 +134,11 @@ public struct ContainerStore: Sendable {
     public func readEntry(_ seq: UInt64) async throws -> Entry {
         let data: Data
         do {
-            data = try await store.get(journalKey(seq))
+            data = try await store.get(journalKey(seq), maximumSize: MaximumSize.journalEntry)
         } catch StoreError.notFound {
             return .missing
+        } catch StoreError.badObject(let why) {
+            return .unreadable("journal \(seq) cannot be read: \(why)")
         }
         do {
             let commit = try FormatCoding.decode(Commit.self, from: data)
@@ -156,7 +178,7 @@ public struct ContainerStore: Sendable {
         var problems: [String] = []
         for key in keys.reversed() {
             do {
-                let snapshot = try SnapshotCoding.decode(try await store.get(key))
+                let snapshot = try SnapshotCoding.decode(try await store.get(key, maximumSize: MaximumSize.snapshot))
                 guard snapshot.format <= Snapshot.formatVersion else {
                     problems.append("\(key): format \(snapshot.format) is newer than this icloudfs")
                     continue
@@ -169,11 +191,13 @@ public struct ContainerStore: Sendable {
                     problems.append("\(key): journal entry \(snapshot.seq) does not exist")
                     continue
                 }
-                if let problem = Snapshot.problem(in: snapshot.items) {
+                if let problem = Snapshot.problem(in: snapshot.items, seq: snapshot.seq) {
                     problems.append("\(key): \(problem)")
                     continue
                 }
                 return (snapshot, problems)
+            } catch StoreError.badObject(let why) {
+                problems.append("\(key): \(why)")
             } catch let error as StoreError {
                 throw error
             } catch {
@@ -186,12 +210,20 @@ public struct ContainerStore: Sendable {
 
 extension Snapshot {
     /// Why the items cannot be a tree, or nil. Snapshots are untrusted like all store content.
-    static func problem(in items: [Item]) -> String? {
+    static func problem(in items: [Item], seq: UInt64) -> String? {
+        guard seq <= ContainerStore.maximumSeq else { return "seq \(seq) is beyond the journal's range" }
         var ids = Set<ItemID>()
         for item in items {
             guard item.id.isValid else { return "invalid id \(item.id)" }
             guard ids.insert(item.id).inserted else { return "item \(item.id) appears twice" }
-            if item.id == .root { continue }
+            // Every version was written by a journal entry at or before the snapshot's.
+            guard item.version <= seq, item.contentVersion <= seq else {
+                return "item \(item.id): version \(item.version) is after the snapshot's seq \(seq)"
+            }
+            if item.id == .root {
+                guard item.kind == .folder, !item.deleted else { return "the root is not a live folder" }
+                continue
+            }
             if let problem = ItemName.problem(with: item.name) { return "item \(item.id): \(problem)" }
             let content = Content(size: item.size, chunks: item.chunks)
             if let problem = Tree.problem(kind: item.kind, content: content, target: item.target) {

@@ -56,6 +56,35 @@ public struct Timestamp: Hashable, Comparable, Codable, Sendable {
 
     public static let zero = Timestamp(seconds: 0)
 
+    /// Seconds a stored time may hold: about ±34,000 years, far beyond any filesystem's
+    /// range, yet small enough that calendar arithmetic on it never overflows. Times are
+    /// read from the store (untrusted): anything outside fails to decode.
+    public static let validSeconds: ClosedRange<Int64> = -(1 << 40)...(1 << 40)
+
+    /// `seconds` and `nanoseconds` if they make a valid time, else nil.
+    public init?(validating seconds: Int64, nanoseconds: UInt32) {
+        guard Timestamp.validSeconds.contains(seconds), nanoseconds < 1_000_000_000 else { return nil }
+        self.init(seconds: seconds, nanoseconds: nanoseconds)
+    }
+
+    /// The nearest valid time (as ext4 clamps times outside its range): for times a local
+    /// program sets with `utimensat`.
+    public init(clamping seconds: Int64, nanoseconds: UInt32) {
+        let clamped = min(max(seconds, Timestamp.validSeconds.lowerBound), Timestamp.validSeconds.upperBound)
+        self.init(seconds: clamped, nanoseconds: min(nanoseconds, 999_999_999))
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let seconds = try container.decode(Int64.self, forKey: .seconds)
+        let nanoseconds = try container.decode(UInt32.self, forKey: .nanoseconds)
+        guard let time = Timestamp(validating: seconds, nanoseconds: nanoseconds) else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .seconds, in: container, debugDescription: "time \(seconds) s \(nanoseconds) ns is out of range")
+        }
+        self = time
+    }
+
     public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
         (lhs.seconds, lhs.nanoseconds) < (rhs.seconds, rhs.nanoseconds)
     }

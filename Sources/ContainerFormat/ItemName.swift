@@ -31,8 +31,11 @@ public enum ItemName {
     /// device computes the same name.
     public static func conflictCopy(of name: String, device: String, time: Timestamp) -> String {
         let (stem, ext) = split(name)
-        let safeDevice = String(
-            device.map { $0 == "/" || $0 == "\0" ? "-" : $0 }.prefix(64))
+        // Scalars, not Characters: "/" followed by a combining mark is one Character that is
+        // not "/", yet its bytes hold a "/".
+        var scalars = String.UnicodeScalarView()
+        scalars.append(contentsOf: device.unicodeScalars.map { $0 == "/" || $0 == "\0" ? "-" : $0 })
+        let safeDevice = String(String(scalars).prefix(64))
         let suffix = " (conflicted copy from \(safeDevice) \(CivilTime(time).formatted))\(ext)"
         return fitted(stem: stem, suffix: suffix)
     }
@@ -54,6 +57,9 @@ struct CivilTime {
     var year: Int64, month: Int64, day: Int64, hour: Int64, minute: Int64, second: Int64
 
     init(_ time: Timestamp) {
+        // Clamped so that the arithmetic below cannot overflow, whatever time a commit holds.
+        let seconds = min(max(time.seconds, Timestamp.validSeconds.lowerBound), Timestamp.validSeconds.upperBound)
+        let time = Timestamp(seconds: seconds)
         let days = time.seconds >= 0 ? time.seconds / 86_400 : (time.seconds - 86_399) / 86_400
         let secondOfDay = time.seconds - days * 86_400
         hour = secondOfDay / 3600

@@ -3,8 +3,8 @@ import SwiftProtobuf
 
 /// The bytes of a queued local change in a device's state database: protobuf
 /// (`Protos/local_change.proto`). Every create, close of a written file and rename queues one,
-/// on the caller's thread: JSON cost more than the rest of the queuing. Changes queued as
-/// JSON by earlier versions are still read.
+/// on the caller's thread: JSON cost more than the rest of the queuing. (Changes queued as
+/// JSON by earlier versions are rewritten by the state database's migration v3.)
 public enum LocalChangeCoding {
     public static func encode(_ change: LocalChange) -> Data {
         var message = LocalChangeMessage()
@@ -17,7 +17,6 @@ public enum LocalChangeCoding {
     }
 
     public static func decode(_ data: Data) throws -> LocalChange {
-        if data.first == UInt8(ascii: "{") { return try FormatCoding.decode(LocalChange.self, from: data) }
         let message = try LocalChangeMessage(serializedBytes: data)
         var dependencies: [Int: Int64] = [:]
         for (index, localID) in message.dependencies {
@@ -75,7 +74,7 @@ extension TimestampMessage {
 
 extension Timestamp {
     init(_ message: TimestampMessage) {
-        self.init(seconds: message.seconds, nanoseconds: message.nanoseconds)
+        self.init(clamping: message.seconds, nanoseconds: message.nanoseconds)
     }
 }
 

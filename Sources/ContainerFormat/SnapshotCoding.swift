@@ -68,12 +68,15 @@ extension Item {
         guard let chunks = PackedChunks.chunks(hashes: message.chunkHashes, sizes: message.chunkSizes) else {
             throw SnapshotItemError(description: "item \(message.id): chunk hashes and sizes do not match")
         }
+        guard let mtime = Timestamp(validating: message.mtimeSeconds, nanoseconds: message.mtimeNanoseconds) else {
+            throw SnapshotItemError(description: "item \(message.id): time \(message.mtimeSeconds) s is out of range")
+        }
         let parent = parents[message.parent] ?? ItemID(SnapshotCoding.fresh(message.parent))
         parents[message.parent] = parent
         self.init(
             id: ItemID(SnapshotCoding.fresh(message.id)), parent: parent, name: SnapshotCoding.fresh(message.name),
             kind: try ItemKind(message.kind, of: message.id), mode: message.mode,
-            mtime: Timestamp(seconds: message.mtimeSeconds, nanoseconds: message.mtimeNanoseconds),
+            mtime: mtime,
             size: message.size, chunks: chunks, target: message.hasTarget ? message.target : nil,
             xattrs: message.xattrs.dictionary,
             version: message.version, contentVersion: message.contentVersion, deleted: message.deleted,

@@ -241,7 +241,7 @@ extension Tree {
     /// `name`, or `NAME 2.EXT`, `NAME 3.EXT`, ... if a live item other than `id` holds it.
     private func freeName(_ name: String, in folder: ItemID, for id: ItemID?) -> String {
         func isFree(_ candidate: String) -> Bool {
-            guard let holder = childIndex[folder]?[candidate] else { return true }
+            guard let holder = childIndex[folder]?[NameKey(candidate)] else { return true }
             return holder == id
         }
         if isFree(name) { return name }

@@ -8,7 +8,7 @@ public struct Tree: Sendable {
     public internal(set) var head: UInt64
     var items: ItemTable
     /// Live children of each folder by name.
-    var childIndex: [ItemID: [String: ItemID]]
+    var childIndex: [ItemID: [NameKey: ItemID]]
     /// Live conflict copies of each item.
     var copies: [ItemID: Set<ItemID>]
     /// Items (tombstones too) still waiting for their content's chunks, by the journal entry
@@ -53,12 +53,12 @@ public struct Tree: Sendable {
     public var itemsWithPendingContent: some Sequence<ItemID> { pendingContent.values.joined() }
 
     public func child(named name: String, in folder: ItemID) -> Item? {
-        childIndex[folder]?[name].flatMap { items[$0] }
+        childIndex[folder]?[NameKey(name)].flatMap { items[$0] }
     }
 
     /// Live children, sorted by name.
     public func children(of folder: ItemID) -> [Item] {
-        (childIndex[folder] ?? [:]).values.compactMap { items[$0] }.sorted { $0.name < $1.name }
+        (childIndex[folder] ?? [:]).values.compactMap { items[$0] }.sorted { $0.name.precedesInBytes($1.name) }
     }
 
     public func hasChildren(_ folder: ItemID) -> Bool {
@@ -68,7 +68,7 @@ public struct Tree: Sendable {
     /// Ids of the live children in no particular order: for walks that visit them all,
     /// without the sort and the copies of `children` (a whole container's walk sorted every
     /// folder's children).
-    public func childIDs(of folder: ItemID) -> Dictionary<String, ItemID>.Values {
+    public func childIDs(of folder: ItemID) -> Dictionary<NameKey, ItemID>.Values {
         (childIndex[folder] ?? [:]).values
     }
 
@@ -78,7 +78,7 @@ public struct Tree: Sendable {
     }
 
     public func conflictCopies(of id: ItemID) -> [Item] {
-        (copies[id] ?? []).compactMap { items[$0] }.sorted { $0.name < $1.name }
+        (copies[id] ?? []).compactMap { items[$0] }.sorted { $0.name.precedesInBytes($1.name) }
     }
 
     /// Every item including tombstones, sorted by id (what a snapshot holds).
@@ -149,7 +149,7 @@ public struct Tree: Sendable {
             pendingContent[item.contentVersion, default: []].insert(item.id)
         }
         guard !item.deleted, item.id != .root else { return }
-        childIndex[item.parent, default: [:]][item.name] = item.id
+        childIndex[item.parent, default: [:]][NameKey(item.name)] = item.id
         if let original = item.conflictOf {
             copies[original, default: []].insert(item.id)
         }
@@ -161,8 +161,8 @@ public struct Tree: Sendable {
             if pendingContent[item.contentVersion]?.isEmpty == true { pendingContent[item.contentVersion] = nil }
         }
         guard !item.deleted, item.id != .root else { return }
-        if childIndex[item.parent]?[item.name] == item.id {
-            childIndex[item.parent]?[item.name] = nil
+        if childIndex[item.parent]?[NameKey(item.name)] == item.id {
+            childIndex[item.parent]?[NameKey(item.name)] = nil
             if childIndex[item.parent]?.isEmpty == true { childIndex[item.parent] = nil }
         }
         if let original = item.conflictOf {

@@ -26,6 +26,11 @@ enum FuseErrno {
         case .contentNotUploaded(let why):
             FuseLog.logger.warning("\(operation): \(why)")
             return ETIMEDOUT
+        // A full cache disk (or quota, or file size limit): programs see ENOSPC as on a
+        // local disk, and can free space and go on.
+        case .local(let why, let errno) where errno != EIO:
+            FuseLog.logger.warning("\(operation): \(why)")
+            return errno
         // A failed download or a broken cache: the read cannot give data; the reason is in
         // user.icloud.downloadingError and the log.
         case .identityMismatch, .local, .store, .format:

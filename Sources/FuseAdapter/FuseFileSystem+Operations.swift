@@ -43,7 +43,7 @@ extension FuseFileSystem {
         if toSet & FUSE_SET_ATTR_MTIME_NOW != 0 {
             mtime = Timestamp.now()
         } else if toSet & FUSE_SET_ATTR_MTIME != 0 {
-            mtime = Timestamp(seconds: Int64(new.st_mtim.tv_sec), nanoseconds: UInt32(new.st_mtim.tv_nsec))
+            mtime = Timestamp(clamping: Int64(new.st_mtim.tv_sec), nanoseconds: UInt32(clamping: new.st_mtim.tv_nsec))
         }
         // Owners are not stored (every item shows the mount's uid/gid): chown is accepted
         // and has no effect, so that `cp -a`, `tar` and `rsync -a` as root work.
@@ -225,6 +225,8 @@ extension FuseFileSystem {
     func readdir(_ request: Request, _ parent: fuse_ino_t, _ handle: UInt64, _ size: Int, _ offset: Int, plus: Bool) {
         guard let entries = listings.get(handle) else { return request.error(EBADF) }
         let folder = try? id(parent)
+        // The offset is the caller's (`lseek` on the folder): anything past the end lists nothing.
+        guard offset >= 0, offset < entries.count else { return request.buffer(UnsafeRawBufferPointer(start: nil, count: 0)) }
         var buffer = [CChar](repeating: 0, count: size)
         var used = 0
         buffer.withUnsafeMutableBufferPointer { buffer in

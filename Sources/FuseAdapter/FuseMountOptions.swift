@@ -8,6 +8,8 @@ public struct FuseMountOptions: Sendable {
     public var gid: UInt32
     public var umask: UInt32 = 0
     public var debug = false
+    /// Kernel mount flags (`noexec`, `nosuid`, `nodev`, ...) passed on as given.
+    public var kernelFlags: [String] = []
     /// `fsname` shown in `mount` and `df` (the container).
     public var source: String
 
@@ -23,6 +25,7 @@ public struct FuseMountOptions: Sendable {
         if readOnly { options.append("ro") }
         if allowOther { options.append("allow_other") }
         if defaultPermissions { options.append("default_permissions") }
+        options += kernelFlags
         return options.joined(separator: ",")
     }
 }

@@ -34,7 +34,8 @@ enum FuseOperations {
             connection.pointee.want &= ~UInt32(FUSE_CAP_AUTO_INVAL_DATA)
         }
         ops.lookup = { req, parent, name in
-            fileSystem(req).lookup(Request(req!, "lookup"), parent, String(cString: name!))
+            guard let name = utf8(name, req, orAnswer: ENOENT) else { return }
+            fileSystem(req).lookup(Request(req!, "lookup"), parent, name)
         }
         ops.forget = { req, inode, count in
             fileSystem(req).forget(inode, count)
@@ -57,23 +58,32 @@ enum FuseOperations {
             fileSystem(req).readlink(Request(req!, "readlink"), inode)
         }
         ops.mknod = { req, parent, name, mode, _ in
-            fileSystem(req).mknod(Request(req!, "mknod"), parent, String(cString: name!), mode)
+            guard let name = utf8(name, req, orAnswer: EILSEQ) else { return }
+            fileSystem(req).mknod(Request(req!, "mknod"), parent, name, mode)
         }
         ops.mkdir = { req, parent, name, mode in
-            fileSystem(req).mkdir(Request(req!, "mkdir"), parent, String(cString: name!), mode)
+            guard let name = utf8(name, req, orAnswer: EILSEQ) else { return }
+            fileSystem(req).mkdir(Request(req!, "mkdir"), parent, name, mode)
         }
         ops.unlink = { req, parent, name in
-            fileSystem(req).unlink(Request(req!, "unlink"), parent, String(cString: name!))
+            guard let name = utf8(name, req, orAnswer: ENOENT) else { return }
+            fileSystem(req).unlink(Request(req!, "unlink"), parent, name)
         }
         ops.rmdir = { req, parent, name in
-            fileSystem(req).rmdir(Request(req!, "rmdir"), parent, String(cString: name!))
+            guard let name = utf8(name, req, orAnswer: ENOENT) else { return }
+            fileSystem(req).rmdir(Request(req!, "rmdir"), parent, name)
         }
         ops.symlink = { req, target, parent, name in
-            fileSystem(req).symlink(Request(req!, "symlink"), String(cString: target!), parent, String(cString: name!))
+            guard let target = utf8(target, req, orAnswer: EILSEQ), let name = utf8(name, req, orAnswer: EILSEQ) else {
+                return
+            }
+            fileSystem(req).symlink(Request(req!, "symlink"), target, parent, name)
         }
         ops.rename = { req, parent, name, newParent, newName, flags in
-            fileSystem(req).rename(
-                Request(req!, "rename"), parent, String(cString: name!), newParent, String(cString: newName!), flags)
+            guard let name = utf8(name, req, orAnswer: ENOENT), let newName = utf8(newName, req, orAnswer: EILSEQ) else {
+                return
+            }
+            fileSystem(req).rename(Request(req!, "rename"), parent, name, newParent, newName, flags)
         }
         ops.link = { req, _, _, _ in
             fileSystem(req).link(Request(req!, "link"))
@@ -82,7 +92,8 @@ enum FuseOperations {
             fileSystem(req).open(Request(req!, "open"), inode, info!.pointee)
         }
         ops.create = { req, parent, name, mode, info in
-            fileSystem(req).create(Request(req!, "create"), parent, String(cString: name!), mode, info!.pointee)
+            guard let name = utf8(name, req, orAnswer: EILSEQ) else { return }
+            fileSystem(req).create(Request(req!, "create"), parent, name, mode, info!.pointee)
         }
         ops.read = { req, _, size, offset, info in
             fileSystem(req).read(Request(req!, "read"), info!.pointee.fh, size, Int(offset))
@@ -118,20 +129,33 @@ enum FuseOperations {
             fileSystem(req).statfs(Request(req!, "statfs"))
         }
         ops.setxattr = { req, inode, name, value, size, flags in
+            guard let name = utf8(name, req, orAnswer: EILSEQ) else { return }
             let data = size == 0 ? Data() : Data(bytes: value!, count: size)
-            fileSystem(req).setxattr(Request(req!, "setxattr"), inode, String(cString: name!), data, flags)
+            fileSystem(req).setxattr(Request(req!, "setxattr"), inode, name, data, flags)
         }
         ops.getxattr = { req, inode, name, size in
-            fileSystem(req).getxattr(Request(req!, "getxattr"), inode, String(cString: name!), size)
+            guard let name = utf8(name, req, orAnswer: ENODATA) else { return }
+            fileSystem(req).getxattr(Request(req!, "getxattr"), inode, name, size)
         }
         ops.listxattr = { req, inode, size in
             fileSystem(req).listxattr(Request(req!, "listxattr"), inode, size)
         }
         ops.removexattr = { req, inode, name in
-            fileSystem(req).removexattr(Request(req!, "removexattr"), inode, String(cString: name!))
+            guard let name = utf8(name, req, orAnswer: ENODATA) else { return }
+            fileSystem(req).removexattr(Request(req!, "removexattr"), inode, name)
         }
         return ops
     }
+}
+
+/// A name (or link target) from the kernel as a `String`, or nil after answering `errno`.
+/// Names are UTF-8 and kept byte for byte: decoding other bytes would replace them with
+/// U+FFFD, and two different names would become one. A name that cannot exist answers
+/// ENOENT (lookup, unlink) or ENODATA (xattrs); one that would be made answers EILSEQ.
+private func utf8(_ raw: UnsafePointer<CChar>?, _ request: fuse_req_t?, orAnswer errno: Int32) -> String? {
+    if let raw, let string = String(validatingCString: raw) { return string }
+    fuse_reply_err(request, errno)
+    return nil
 }
 
 /// The filesystem a request belongs to (the session's userdata). A free function: C

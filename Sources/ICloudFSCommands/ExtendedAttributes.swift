@@ -8,11 +8,19 @@ import Glibc
 /// Reading and writing extended attributes of paths on a mount: how the commands talk to
 /// the running filesystem (no socket needed).
 enum ExtendedAttributes {
+    /// The value whatever its length (a conflict list may pass 4 KiB): asks for the size
+    /// first, and again if the value grew in between (ERANGE).
     static func get(_ name: String, of path: String) -> String? {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = getxattr(path, name, &buffer, buffer.count)
-        guard count >= 0 else { return nil }
-        return String(decoding: buffer[0..<count], as: UTF8.self)
+        var capacity = 4096
+        while true {
+            var buffer = [UInt8](repeating: 0, count: capacity)
+            let count = getxattr(path, name, &buffer, buffer.count)
+            if count >= 0 { return String(decoding: buffer[0..<count], as: UTF8.self) }
+            guard errno == ERANGE else { return nil }
+            let size = getxattr(path, name, nil, 0)
+            guard size >= 0 else { return nil }
+            capacity = max(size, capacity * 2)
+        }
     }
 
     static func set(_ name: String, _ value: String, of path: String) throws {

@@ -22,13 +22,21 @@ public struct MountOptions: Sendable, Equatable {
     public var uploadLimit: UInt64?
     /// How long a read waits for content another device is still uploading.
     public var uploadWait: Duration = .seconds(60)
+    /// `noexec`, `nosuid`, `nodev` and the like, in the order given.
+    public var kernelFlags: [String] = []
 
     public init() {}
 
     /// Options mount(8) passes through that mean nothing to a FUSE filesystem.
     static let ignored: Set<String> = [
-        "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "nofail", "_netdev", "exec", "noexec",
-        "suid", "nosuid", "dev", "nodev", "atime", "noatime", "relatime", "strictatime", "nodiratime", "async",
+        "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "nofail", "_netdev", "atime", "relatime",
+        "strictatime", "async",
+    ]
+
+    /// Options that are the kernel's own mount flags, handed to it as they are (`noexec`
+    /// must not be dropped: mount(8) adds it for `user` mounts).
+    static let kernelFlagNames: Set<String> = [
+        "exec", "noexec", "suid", "nosuid", "dev", "nodev", "noatime", "nodiratime", "sync", "dirsync",
     ]
 
     /// Parses comma-separated `-o` lists; throws with the option named on anything unknown.
@@ -69,6 +77,7 @@ public struct MountOptions: Sendable, Equatable {
             case "upload_wait":
                 guard let duration = MountOptions.duration(try required()) else { throw .badValue(option, "a duration like 60s") }
                 uploadWait = duration
+            case _ where MountOptions.kernelFlagNames.contains(name) && value == nil: kernelFlags.append(name)
             default:
                 if MountOptions.ignored.contains(name) || name.hasPrefix("x-") || name.hasPrefix("comment=") { continue }
                 throw .unknown(name)
@@ -88,7 +97,7 @@ public struct MountOptions: Sendable, Equatable {
         if digits.hasSuffix("B") { digits.removeLast() }
         if let last = digits.last, let scale = units[last] {
             digits.removeLast()
-            return Double(digits).flatMap { $0 >= 0 ? UInt64($0 * Double(scale)) : nil }
+            return Double(digits).flatMap { $0 >= 0 ? UInt64(exactly: ($0 * Double(scale)).rounded(.down)) : nil }
         }
         return UInt64(digits)
     }
@@ -97,10 +106,18 @@ public struct MountOptions: Sendable, Equatable {
     public static func duration(_ text: String) -> Duration? {
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
         for (suffix, scale) in units where text.hasSuffix(suffix) {
-            guard let value = Double(text.dropLast(suffix.count)), value >= 0 else { return nil }
-            return .milliseconds(Int64(value * scale * 1000))
+            return Double(text.dropLast(suffix.count)).flatMap { milliseconds($0 * scale * 1000) }
         }
-        return Double(text).flatMap { $0 >= 0 ? Duration.milliseconds(Int64($0 * 1000)) : nil }
+        return Double(text).flatMap { milliseconds($0 * 1000) }
+    }
+
+    /// Nil for negative, infinite or NaN values and for any beyond ten years (`1e300s`
+    /// would not fit in the clock's integers).
+    private static func milliseconds(_ value: Double) -> Duration? {
+        guard value >= 0, let milliseconds = Int64(exactly: value.rounded()), milliseconds <= 10 * 365 * 86_400_000 else {
+            return nil
+        }
+        return .milliseconds(milliseconds)
     }
 }
 

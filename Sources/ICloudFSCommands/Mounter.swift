@@ -23,9 +23,15 @@ struct Mounter {
         // core, and memory freed in one is not reused by the others: with libfuse's workers
         // and Swift's threads that held ~14 MiB more after a walk of 100,000 items.
         _ = mallopt(ICLOUDFS_M_ARENA_MAX, Int32(max(4, 2 * ProcessInfo.processInfo.activeProcessorCount)))
+        // The cache holds every file's content and the state database, and the default
+        // store every byte of the container: nobody else may read them (folders 0700, files
+        // 0600), whatever the caller's umask.
+        umask(0o077)
         let cache = options.cache ?? StoreLocation.defaultCache(for: container)
-        guard reportReady else { return try await mount(cache: cache) }
         try? FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+        // A cache made by an earlier version may be 0755.
+        chmod(cache, 0o700)
+        guard reportReady else { return try await mount(cache: cache) }
         Daemon.logTo("\(cache)/icloudfs.log")
         do {
             try await mount(cache: cache)
@@ -66,9 +72,12 @@ struct Mounter {
         var fuseOptions = FuseMountOptions(source: container, uid: options.uid ?? getuid(), gid: options.gid ?? getgid())
         fuseOptions.readOnly = options.readOnly
         fuseOptions.allowOther = options.allowOther
-        fuseOptions.defaultPermissions = options.defaultPermissions
+        // Without default_permissions nothing checks permissions at all: with allow_other any
+        // local user could read and change every file. The kernel checks them instead.
+        fuseOptions.defaultPermissions = options.defaultPermissions || options.allowOther
         fuseOptions.umask = options.umask ?? 0
         fuseOptions.debug = options.debug
+        fuseOptions.kernelFlags = options.kernelFlags
         let session: FuseSession
         do {
             session = try FuseSession(fileSystem: FuseFileSystem(replica: replica, options: fuseOptions), mountPoint: mountPoint)

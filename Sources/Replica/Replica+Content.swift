@@ -60,7 +60,7 @@ extension Replica {
         do {
             fd = try files.openContent(id, writable: true)
         } catch {
-            throw .local("cannot open the cache file of \(id): \(error)")
+            throw .localFailure("cannot open the cache file of \(id)", error)
         }
         state.withLock { state in
             if state.openCount[id] == nil { state.versionAtOpen[id] = state.view.item(id)?.chunks }
@@ -100,7 +100,7 @@ extension Replica {
         do {
             return try FileIO.read(file.fd, offset: bytes.offset, count: bytes.count)
         } catch {
-            throw .local("cannot read the cache file of \(file.id): \(error)")
+            throw .localFailure("cannot read the cache file of \(file.id)", error)
         }
     }
 
@@ -131,7 +131,7 @@ extension Replica {
             let count: Int
             switch copied {
             case .success(let copiedCount): count = copiedCount
-            case .failure(let error): throw .local("cannot write the cache file of \(file.id): \(error)")
+            case .failure(let error): throw .localFailure("cannot write the cache file of \(file.id)", error)
             }
             var record = state.content[file.id] ?? .empty
             let end = offset + UInt64(count)
@@ -439,7 +439,7 @@ extension Replica {
             defer { try? fd.close() }
             guard ftruncate(fd.rawValue, off_t(size)) == 0 else { throw Errno(rawValue: errno) }
         } catch {
-            throw .local("cannot resize the cache file of \(id): \(error)")
+            throw .localFailure("cannot resize the cache file of \(id)", error)
         }
     }
 
@@ -461,7 +461,7 @@ extension Replica {
             }
         } catch {
             state.unstaged.add(pieces, of: id)
-            throw .local("cannot copy queued bytes of \(id) aside before changing them: \(error)")
+            throw .localFailure("cannot copy queued bytes of \(id) aside before changing them", error)
         }
     }
 
@@ -489,7 +489,7 @@ extension Replica {
                 defer { if descriptor == nil { try? fd.close() } }
                 pieces = try ContentChunker(chunker: chunker).chunks(of: fd, size: snapshot.size)
             } catch {
-                throw .local("cannot read the cache file of \(id) to queue it: \(error)")
+                throw .localFailure("cannot read the cache file of \(id) to queue it", error)
             }
             let done = try state.withLock { state throws(ReplicaError) -> Bool in
                 guard var record = state.content[id], record.dirty else { return true }
@@ -532,7 +532,7 @@ extension Replica {
             do {
                 try flush.wait()
             } catch {
-                throw .local("cannot flush the cache file of \(id): \(error)")
+                throw .localFailure("cannot flush the cache file of \(id)", error)
             }
             try makeDurable(id)
         }
@@ -547,7 +547,7 @@ extension Replica {
             try files.syncContent(id)
             try database.makeDurable()
         } catch {
-            throw .local("cannot flush \(files.databasePath): \(error)")
+            throw .localFailure("cannot flush \(files.databasePath)", error)
         }
     }
 
@@ -555,7 +555,7 @@ extension Replica {
         do {
             try database.write { db in try database.saveContent(id, record, db) }
         } catch {
-            throw .local("cannot record cache state in \(files.databasePath): \(error)")
+            throw .localFailure("cannot record cache state in \(files.databasePath)", error)
         }
     }
 

@@ -15,7 +15,7 @@ extension Replica {
     /// or went away (a listing taken earlier must not hand out what changed since).
     public func currentAttributes(of id: ItemID, named name: String, in folder: ItemID) -> ItemAttributes? {
         state.withLock { state in
-            guard let item = state.liveItem(id), item.name == name, item.parent == folder else { return nil }
+            guard let item = state.liveItem(id), item.name.hasSameBytes(as: name), item.parent == folder else { return nil }
             return attributes(item, &state)
         }
     }

@@ -1,5 +1,8 @@
 import BlobStore
 import ContainerFormat
+import Foundation
+import GRDB
+import SystemPackage
 
 /// Errors of the replica layer. Store and format errors are wrapped, not flattened, so the
 /// user-visible `code` still says what went wrong below.
@@ -18,8 +21,10 @@ public enum ReplicaError: Error, Equatable, Sendable, CustomStringConvertible {
     case identityMismatch(String)
     /// Another device announced this content (metadata first) but has not uploaded it yet.
     case contentNotUploaded(String)
-    /// Reading or writing the local cache failed.
-    case local(String)
+    /// Reading or writing the local cache failed. `errno` is what programs see: ENOSPC,
+    /// EDQUOT or EFBIG when that was the cause (a full cache disk is not an I/O error),
+    /// else EIO.
+    case local(String, errno: Int32 = EIO)
     case store(StoreError)
     case format(FormatError)
 
@@ -50,7 +55,7 @@ public enum ReplicaError: Error, Equatable, Sendable, CustomStringConvertible {
         case .notAFolder: "not a folder"
         case .isAFolder: "is a folder"
         case .invalidName(let why), .invalidArgument(let why), .busy(let why), .notSupported(let why),
-            .identityMismatch(let why), .contentNotUploaded(let why), .local(let why):
+            .identityMismatch(let why), .contentNotUploaded(let why), .local(let why, _):
             why
         case .store(let error): error.message
         case .format(let error): error.message
@@ -65,7 +70,27 @@ public enum ReplicaError: Error, Equatable, Sendable, CustomStringConvertible {
         case let error as ReplicaError: error
         case let error as StoreError: .store(error)
         case let error as FormatError: .format(error)
-        default: .local("\(error)")
+        default: .localFailure("", error)
         }
+    }
+
+    /// The cache failed doing `what`, with `error` from the system, Foundation or SQLite:
+    /// keeps the errno a program should see.
+    static func localFailure(_ what: String, _ error: any Error) -> ReplicaError {
+        let message = what.isEmpty ? "\(error)" : "\(what): \(error)"
+        return .local(message, errno: passedOnErrno(of: error) ?? EIO)
+    }
+
+    private static func passedOnErrno(of error: any Error) -> Int32? {
+        let code: Int32? =
+            switch error {
+            case let error as Errno: error.rawValue
+            case let error as POSIXError: error.code.rawValue
+            case let error as DatabaseError where error.resultCode == .SQLITE_FULL: ENOSPC
+            case let error as ReplicaError: if case .local(_, let errno) = error { errno } else { nil }
+            default: nil
+            }
+        guard let code, [ENOSPC, EDQUOT, EFBIG].contains(code) else { return nil }
+        return code
     }
 }

@@ -138,7 +138,33 @@ final class StateDatabase: Sendable {
                 try db.execute(sql: "DELETE FROM meta WHERE key = 'landed'")
             }
         }
+        migrator.registerMigration("v3 one encoding per column") { db in
+            // Earlier versions told JSON from packed records by their first byte, which
+            // misread a packed range starting at an offset whose low byte is "{". Rewrite
+            // every JSON record once; from here on each column has one encoding.
+            let ranges = try Row.fetchAll(db, sql: "SELECT id, present FROM content")
+            for row in ranges {
+                let data: Data = row["present"]
+                let legacy = try? StateDatabase.decodeLegacyJSON(ByteRanges.self, data)
+                let present = try legacy ?? StateDatabase.decodeRanges(data)
+                try db.execute(
+                    sql: "UPDATE content SET present = ? WHERE id = ?",
+                    arguments: [StateDatabase.encode(present), row["id"] as String])
+            }
+            for row in try Row.fetchAll(db, sql: "SELECT local_id, change FROM pending") {
+                guard let change = try? StateDatabase.decodeLegacyJSON(LocalChange.self, row["change"]) else { continue }
+                try db.execute(
+                    sql: "UPDATE pending SET change = ? WHERE local_id = ?",
+                    arguments: [LocalChangeCoding.encode(change), row["local_id"] as Int64])
+            }
+        }
         return migrator
+    }
+
+    /// A record in the JSON that versions before migration v3 wrote, or an error.
+    private static func decodeLegacyJSON<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
+        guard data.first == UInt8(ascii: "{") else { throw StateDatabaseError.malformed("not JSON") }
+        return try FormatCoding.decode(type, from: data)
     }
 
     // MARK: meta
@@ -245,8 +271,7 @@ final class StateDatabase: Sendable {
         }
     }
 
-    /// Byte ranges as packed 16-byte records (start, end: little-endian). Records written
-    /// by earlier versions are JSON (they start with "{").
+    /// Byte ranges as packed 16-byte records (start, end: little-endian).
     static func encode(_ ranges: ByteRanges) -> Data {
         var data = Data(capacity: ranges.ranges.count * 16)
         for range in ranges.ranges {
@@ -257,7 +282,6 @@ final class StateDatabase: Sendable {
     }
 
     static func decodeRanges(_ data: Data) throws -> ByteRanges {
-        if data.first == UInt8(ascii: "{") { return try FormatCoding.decode(ByteRanges.self, from: data) }
         guard data.count % 16 == 0 else { throw StateDatabaseError.malformed("byte ranges of \(data.count) bytes") }
         return data.withUnsafeBytes { bytes in
             ByteRanges(stride(from: 0, to: bytes.count, by: 16).compactMap { start in

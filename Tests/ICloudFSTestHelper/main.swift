@@ -30,7 +30,10 @@ struct SlowStore: BlobStore {
 
     func pause() async { try? await Task.sleep(for: .milliseconds(Int.random(in: 0...15))) }
 
-    func get(_ key: BlobKey) async throws -> Data { await pause(); return try await base.get(key) }
+    func get(_ key: BlobKey, maximumSize: UInt64) async throws -> Data {
+        await pause()
+        return try await base.get(key, maximumSize: maximumSize)
+    }
     func get(_ key: BlobKey, range: Range<UInt64>) async throws -> Data {
         await pause()
         return try await base.get(key, range: range)

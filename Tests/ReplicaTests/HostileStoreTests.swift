@@ -3,6 +3,10 @@ import ContainerFormat
 import Foundation
 import Replica
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 import TestSupport
 
 struct HostileStoreTests {
@@ -37,6 +41,38 @@ struct HostileStoreTests {
         try await b.push()
         try await a.pull()
         #expect(try a.names() == ["good-1", "good-2", "ok-from-evil"])
+    }
+
+    @Test("a FIFO, a 1 TB sparse file and symlink loops in the store stall nothing: they are skipped as unreadable")
+    func objectsThatAreNotFiles() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        try await a.writeFile("before", Data("1".utf8))
+        try await a.push()
+        let head = Int(a.head)
+        let base = devices.folder.sub("store/\(devices.container)")
+        func journal(_ seq: Int) -> String { base + "/journal/" + String(format: "%020d", seq) }
+        #expect(mkfifo(journal(head + 1), 0o644) == 0)
+        #expect(truncate(journal(head + 2), 0) != 0)  // absent yet
+        let fd = open(journal(head + 2), O_CREAT | O_WRONLY, 0o644)
+        #expect(fd >= 0 && ftruncate(fd, 1 << 40) == 0)
+        close(fd)
+        #expect(symlink(journal(head + 2), journal(head + 3)) == 0)
+        // A folder that links to itself, and a snapshot that is a link to itself.
+        let snapshots = base + "/snapshots"
+        try FileManager.default.createDirectory(atPath: snapshots, withIntermediateDirectories: true)
+        #expect(symlink(snapshots, snapshots + "/loop") == 0)
+        let snapshot = snapshots + "/" + String(format: "%020d", head + 3)
+        #expect(symlink(snapshot, snapshot) == 0)
+
+        let b = try await devices.open("b")
+        #expect(b.head == UInt64(head + 3))
+        try await b.writeFile("after", Data("2".utf8))
+        try await b.push()
+        try await a.pull()
+        #expect(try a.names() == ["after", "before"])
+        #expect(try await a.readFile("after") == Data("2".utf8))
     }
 
     @Test("a corrupted chunk is an error, never data")

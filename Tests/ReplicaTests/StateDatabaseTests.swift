@@ -1,22 +1,59 @@
 import ContainerFormat
 import Foundation
 import Testing
+import GRDB
 import TestSupport
 
 @testable import Replica
 
-/// Records of the state database in their packed form; earlier versions' JSON still reads.
+/// Records of the state database in their packed form; earlier versions' JSON is rewritten
+/// once by a migration.
 struct StateDatabaseTests {
     private let ranges = ByteRanges([0..<4096, 10_000..<20_000, UInt64.max - 5..<UInt64.max])
 
-    @Test("present byte ranges survive their packed form; JSON records of earlier versions still read")
+    @Test("present byte ranges survive their packed form, whatever their first byte")
     func byteRanges() throws {
         let packed = StateDatabase.encode(ranges)
         #expect(packed.count == 3 * 16)
         #expect(try StateDatabase.decodeRanges(packed) == ranges)
         #expect(try StateDatabase.decodeRanges(StateDatabase.encode(ByteRanges())) == ByteRanges())
-        #expect(try StateDatabase.decodeRanges(FormatCoding.encode(ranges)) == ranges)
         #expect(throws: StateDatabaseError.self) { try StateDatabase.decodeRanges(packed.dropLast()) }
+        // A range starting at 123 packs to a record whose first byte is "{": it was once
+        // taken for JSON, and the mount refused to open.
+        for start: UInt64 in [123, 0x17B, 0x7B7B_7B7B] {
+            let curly = ByteRanges([start..<start + 4096])
+            #expect(StateDatabase.encode(curly).first == UInt8(ascii: "{"))
+            #expect(try StateDatabase.decodeRanges(StateDatabase.encode(curly)) == curly)
+        }
+    }
+
+    @Test("migration v3 rewrites JSON records of earlier versions and keeps packed ones that start with {")
+    func migrationRewritesJSON() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        let path = folder.path + "/state.db"
+        let curly = ByteRanges([123..<5000])
+        let queued = LocalChange(
+            localID: 7, time: Timestamp(seconds: 1_700_000_000, nanoseconds: 5),
+            ops: [.create(.init(id: ItemID("n"), parent: .root, name: "new", kind: .file, mode: 0o644, mtime: .zero))])
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try StateDatabase.migrator.migrate(queue, upTo: "v2 content pending and origin, landed table")
+            try queue.write { db in
+                for (id, present) in [("json", FormatCoding.encode(ranges)), ("packed", StateDatabase.encode(curly))] {
+                    try db.execute(
+                        sql: "INSERT INTO content (id, chunks, size, present, dirty, pinned, last_access) VALUES (?, ?, 0, ?, 0, 0, 0)",
+                        arguments: [id, Data(), present])
+                }
+                try db.execute(
+                    sql: "INSERT INTO pending (local_id, change) VALUES (7, ?)", arguments: [FormatCoding.encode(queued)])
+            }
+        }
+        let database = try StateDatabase(path: path, logger: quietLogger)
+        let records = try database.pool.read { db in try database.loadContent(db) }
+        #expect(records[ItemID("json")]?.present == ranges)
+        #expect(records[ItemID("packed")]?.present == curly)
+        #expect(try database.pool.read { db in try database.loadPending(db) } == [queued])
     }
 
     @Test("writes asked for with writeSoon commit before any later write, and by themselves shortly after")

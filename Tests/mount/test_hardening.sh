@@ -1,0 +1,61 @@
+# Inputs nobody here wrote: hostile offsets, names as bytes, permissions (docs/SEMANTICS.md).
+
+test_seek_past_the_end_of_a_folder_lists_nothing() {
+    mount_device a
+    mkdir "$T/a/d"
+    touch "$T/a/d/one" "$T/a/d/two"
+    python3 - "$T/a/d" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+for offset in (1 << 40, 3, 2**62):
+    os.lseek(fd, offset, os.SEEK_SET)
+    # getdents64 through scandir of the fd would rewind: read the raw syscall instead.
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(4096)
+    n = libc.syscall(217, fd, buffer, 4096)  # getdents64
+    assert n == 0, (offset, n, ctypes.get_errno())
+os.close(fd)
+PY
+    assert_eq "$(ls "$T/a/d" | tr '\n' ' ')" "one two "
+}
+
+test_names_are_kept_as_bytes() {
+    mount_device a
+    mount_device b
+    # café in NFC (é is one code point) and in NFD (e + combining acute): two files.
+    printf nfc > "$T/a/$(printf 'caf\xc3\xa9')"
+    printf nfd > "$T/a/$(printf 'cafe\xcc\x81')"
+    assert_eq "$(ls "$T/a" | wc -l)" 2
+    assert_eq "$(cat "$T/a/$(printf 'caf\xc3\xa9')")" nfc
+    assert_eq "$(cat "$T/a/$(printf 'cafe\xcc\x81')")" nfd
+    # Names that are not UTF-8 are refused, never turned into another name.
+    fails touch "$T/a/$(printf 'a\xe9')" 2>"$T/err"
+    grep -q "Invalid or incomplete multibyte" "$T/err"
+    fails mkdir "$T/a/$(printf 'b\xe8')" 2>/dev/null
+    assert_eq "$(ls "$T/a" | wc -l)" 2
+    sync_wait a
+    eventually 'test "$(ls "$T/b" | wc -l)" = 2'
+    assert_eq "$(cat "$T/b/$(printf 'cafe\xcc\x81')")" nfd
+    assert_eq "$(cat "$T/b/$(printf 'caf\xc3\xa9')")" nfc
+}
+
+test_cache_is_private() {
+    (umask 022 && mount_device a)
+    echo secret > "$T/a/f"
+    "$BIN/icloudfs" sync --wait "$T/a"
+    assert_eq "$(stat -c %a "$T/cache-a")" 700
+    local readable
+    readable=$(find "$T/cache-a" -perm /044 -print)
+    assert_eq "$readable" "" "files others can read"
+}
+
+test_allow_other_implies_default_permissions() {
+    mount_device a allow_other
+    grep " $T/a " /proc/mounts | grep -q default_permissions
+    echo private > "$T/a/f"
+    chmod 600 "$T/a/f"
+    id nobody >/dev/null 2>&1 || skip "no user nobody"
+    chmod o+x "$WORK" "$T"  # mktemp made them 0700: let nobody reach the mount
+    fails setpriv --reuid=nobody --regid=nogroup --clear-groups cat "$T/a/f" 2>/dev/null
+}
