@@ -43,8 +43,12 @@ public struct ICloudFS: AsyncParsableCommand {
             if code == .success || error is CleanExit {
                 exit(withError: error)
             }
-            if code.rawValue == EX_USAGE || error is ValidationError {
-                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            // Bad usage (an -o option, a missing argument): one line that names it, as
+            // mount(8) users expect; the usage text would bury it.
+            if code.rawValue == EX_USAGE {
+                let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
+                let hint = message.contains("--help") ? "" : " (see --help)"
+                FileHandle.standardError.write(Data("icloudfs: \(message)\(hint)\n".utf8))
                 Glibc.exit(2)
             }
             FileHandle.standardError.write(Data("icloudfs: \(error)\n".utf8))

@@ -22,6 +22,29 @@ struct LocalFiles: Sendable {
 
     var databasePath: String { "\(root)/state.sqlite" }
 
+    /// Space set aside while the cache disk has room, given back when it is full: the state
+    /// database then still has room to record that deleted files left the cache, and `rm`
+    /// frees a full cache (without it, recording the deletion itself failed for lack of space).
+    var reservePath: String { "\(root)/reserve" }
+    static let reserveSize = 4 << 20
+
+    /// Makes the reserve if it is missing; quietly does nothing where there is no room.
+    func keepReserve() {
+        let fd = open(reservePath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_size < LocalFiles.reserveSize else { return }
+        if posix_fallocate(fd, 0, off_t(LocalFiles.reserveSize)) != 0 { _ = ftruncate(fd, 0) }
+    }
+
+    /// Frees the reserve; false when there was none to free.
+    func releaseReserve() -> Bool {
+        var info = stat()
+        guard stat(reservePath, &info) == 0, info.st_blocks > 0 else { return false }
+        return unlink(reservePath) == 0
+    }
+
     func contentPath(_ id: ItemID) -> String {
         "\(root)/content/\(id.rawValue.prefix(2))/\(id.rawValue)"
     }

@@ -1,5 +1,6 @@
 import ContainerFormat
 import Foundation
+import GRDB
 
 #if canImport(Glibc)
 import Glibc
@@ -73,6 +74,43 @@ extension Replica {
                 if whyBusy(id, state, pending) != nil || isPinned(id, state) { unevictable += bytes }
             }
             return (total, unevictable)
+        }
+    }
+
+    /// Drops the local copies of deleted files (here or on another device) that nothing
+    /// needs any more: without this, every deleted file's bytes stayed in the cache.
+    func reclaimDeletedContent() {
+        let reclaimed = state.withLock { state -> [ItemID] in
+            let deleted = state.content.keys.filter { id in
+                state.view.item(id).map { $0.deleted } ?? true
+            }
+            // A queued delete needs no bytes; queued versions before it find theirs through
+            // `unstaged`, which `isReclaimable` checks.
+            let reclaimed = deleted.filter { isReclaimable($0, state) }
+            for id in reclaimed { state.content[id] = nil }
+            return reclaimed
+        }
+        guard !reclaimed.isEmpty else {
+            files.keepReserve()
+            return
+        }
+        func record() throws {
+            try database.write { db in
+                for id in reclaimed { try database.saveContent(id, nil, db) }
+            }
+        }
+        do {
+            do {
+                try record()
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL && files.releaseReserve() {
+                logger.warning("the cache disk is full: used the reserved space to free \(reclaimed.count) deleted file(s)")
+                try record()
+            }
+            for id in reclaimed { files.removeContent(id) }
+            files.keepReserve()
+        } catch {
+            // The files stay until the next mount finds their records again.
+            logger.warning("cannot record that \(reclaimed.count) deleted file(s) left the cache: \(error)")
         }
     }
 

@@ -87,13 +87,25 @@ extension Replica {
 
     /// `unlink`: removes a file or symlink.
     public func remove(_ name: String, in parent: ItemID) throws(ReplicaError) {
-        try state.withLock { state throws(ReplicaError) in
+        let freed = try state.withLock { state throws(ReplicaError) -> ItemID? in
             guard let item = state.view.child(named: name, in: parent) else { throw .notFound }
             guard item.kind != .folder else { throw .isAFolder }
             let base = state.openedBase[item.id] ?? state.device.base(of: item.id)
-            enqueue([(.delete(.init(id: item.id, base: 0)), base)], &state)
             if state.openCount[item.id] != nil { state.unlinkedHere.insert(item.id) }
+            // The bytes of a closed file that nothing queued still needs go with the name: on
+            // a full cache disk, `rm` must give the space back at once.
+            let freed = state.content[item.id] != nil && isReclaimable(item.id, state)
+            if freed { state.content[item.id] = nil }
+            enqueue([(.delete(.init(id: item.id, base: 0)), base)], &state, content: freed ? [item.id] : [])
+            return freed ? item.id : nil
         }
+        if let freed { files.removeContent(freed) }
+    }
+
+    /// Whether the local copy of `id` may go without losing anything: closed, and holding
+    /// no chunk that a queued version still has to upload.
+    func isReclaimable(_ id: ItemID, _ state: ReplicaState) -> Bool {
+        state.openCount[id] == nil && !state.unstaged.holdsBytes(of: id)
     }
 
     /// `rmdir`: removes an empty folder.

@@ -102,12 +102,15 @@ extension Replica {
         var lastCacheCheck = ContinuousClock.now - .seconds(1)
         downloadWanted(nil)
         while !Task.isCancelled {
+            // Before the push, which fails while the cache disk is full: freeing deleted
+            // files' space is what lets it succeed again.
+            if ContinuousClock.now - lastCacheCheck >= .seconds(1) {
+                lastCacheCheck = .now
+                reclaimDeletedContent()
+                enforceCacheBound()
+            }
             do {
                 try await push()
-                if ContinuousClock.now - lastCacheCheck >= .seconds(1) {
-                    lastCacheCheck = .now
-                    enforceCacheBound()
-                }
                 let hadError = state.withLock { state in
                     defer { state.uploadError = nil }
                     return state.uploadError != nil

@@ -10,6 +10,9 @@ struct UnstagedChunks: Sendable {
 
     var isEmpty: Bool { piecesByItem.isEmpty }
 
+    /// Whether the content file of `id` holds the only copy of a queued chunk.
+    func holdsBytes(of id: ItemID) -> Bool { piecesByItem[id] != nil }
+
     /// Records that `pieces` of the content file of `id` hold chunks not uploaded yet.
     mutating func add(_ pieces: some Sequence<ContentChunker.Piece>, of id: ItemID) {
         var known = piecesByItem[id] ?? []

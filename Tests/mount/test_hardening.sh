@@ -59,3 +59,46 @@ test_allow_other_implies_default_permissions() {
     chmod o+x "$WORK" "$T"  # mktemp made them 0700: let nobody reach the mount
     fails setpriv --reuid=nobody --regid=nogroup --clear-groups cat "$T/a/f" 2>/dev/null
 }
+
+test_bad_option_values_fail_the_mount_with_one_line() {
+    mkdir -p "$T/x"
+    for option in cache_size=infG cache_size=1e300T poll=1e300s poll=nan upload_wait=infs; do
+        fails "$BIN/icloudfs" mount "$CONTAINER" "$T/x" -o "store=$T/store,cache=$T/cache-x,$option" 2>"$T/err"
+        assert_eq "$(wc -l <"$T/err")" 1 "$option: $(cat "$T/err")"
+        grep -q "mount option '${option}'" "$T/err"
+        fails grep -q " $T/x " /proc/mounts
+    done
+}
+
+test_kernel_flags_reach_the_kernel() {
+    mount_device a noexec,nosuid,nodev
+    grep " $T/a " /proc/mounts | grep -q "nosuid,nodev,noexec"
+    printf '#!/bin/sh\necho ran\n' > "$T/a/script"
+    chmod 755 "$T/a/script"
+    fails "$T/a/script" 2>/dev/null
+}
+
+test_full_cache_disk_gives_enospc_and_recovers() {
+    mkdir -p "$T/cache-a"
+    mount -t tmpfs -o size=24m tmpfs "$T/cache-a"
+    mount_device a
+    local status=0
+    dd if=/dev/urandom of="$T/a/big" bs=1M count=64 conv=fsync status=none 2>"$T/err" || status=$?
+    assert_eq "$status" 1 "dd should fail"
+    grep -q "No space left on device" "$T/err" || { cat "$T/err"; false; }
+    rm "$T/a/big"
+    sync_wait a
+    # Space is back: new files can be written and read, and reach the store.
+    echo after > "$T/a/after"
+    dd if=/dev/urandom of="$T/a/medium" bs=1M count=4 conv=fsync status=none
+    assert_eq "$(cat "$T/a/after")" after
+    sync_wait a
+    mount_device b
+    eventually 'test "$(cat "$T/b/after")" = after'
+    cmp "$T/a/medium" "$T/b/medium"
+    local daemon
+    daemon=$(daemon_of a)
+    umount "$T/a"
+    eventually '! kill -0 "$daemon"'
+    umount "$T/cache-a"
+}
