@@ -30,7 +30,11 @@ struct MountCommand: AsyncParsableCommand {
               upload_limit=RATE  upload bandwidth in bytes/s, e.g. 1M (default none)
               upload_wait=DURATION  how long a read waits for a file another
                                  device is still uploading (default 60s)
+              offline_wait=DURATION  how long a read waits for a store out of
+                                 reach before it fails (default 15s)
               ro, allow_other, default_permissions, uid=N, gid=N, umask=OCTAL
+                                 (allow_other turns default_permissions on)
+              noexec, nosuid, nodev, noatime, sync, dirsync: kernel mount flags
               foreground, debug  stay in the foreground; log each operation
             Example:
               icloudfs mount iCloud.com.example.notes ~/notes -o store=/srv/icloud

@@ -22,6 +22,8 @@ public struct MountOptions: Sendable, Equatable {
     public var uploadLimit: UInt64?
     /// How long a read waits for content another device is still uploading.
     public var uploadWait: Duration = .seconds(60)
+    /// How long a read waits for a store out of reach before it fails.
+    public var offlineWait: Duration = .seconds(15)
     /// `noexec`, `nosuid`, `nodev` and the like, in the order given.
     public var kernelFlags: [String] = []
 
@@ -77,6 +79,9 @@ public struct MountOptions: Sendable, Equatable {
             case "upload_wait":
                 guard let duration = MountOptions.duration(try required()) else { throw .badValue(option, "a duration like 60s") }
                 uploadWait = duration
+            case "offline_wait":
+                guard let duration = MountOptions.duration(try required()) else { throw .badValue(option, "a duration like 15s") }
+                offlineWait = duration
             case _ where MountOptions.kernelFlagNames.contains(name) && value == nil: kernelFlags.append(name)
             default:
                 if MountOptions.ignored.contains(name) || name.hasPrefix("x-") || name.hasPrefix("comment=") { continue }

@@ -60,6 +60,7 @@ struct Mounter {
         configuration.cacheSize = options.cacheSize
         configuration.uploadLimit = options.uploadLimit
         configuration.pendingContentWait = options.uploadWait
+        configuration.offlineWait = options.offlineWait
         let replica: Replica
         do {
             let store = try StoreLocation.open(options.store)

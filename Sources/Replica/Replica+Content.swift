@@ -394,13 +394,24 @@ extension Replica {
     }
 
     /// Reads a chunk of `id`. While another device is still uploading the item's content
-    /// (metadata first), a missing chunk is waited for, up to `pendingContentWait`.
+    /// (metadata first), a missing chunk is waited for, up to `pendingContentWait`; while
+    /// the store cannot be reached, up to `offlineWait`, with `downloadingError` saying why
+    /// (a network blip of a second or two must not fail programs).
     private func readChunk(_ ref: ChunkRef, of id: ItemID) async throws -> Data {
-        let deadline = ContinuousClock.now + configuration.pendingContentWait
+        let start = ContinuousClock.now
+        let deadline = start + configuration.pendingContentWait
+        var retry = Duration.milliseconds(100)
         while true {
             do {
                 return try await container.readChunk(ref)
             } catch let error as StoreError {
+                if case .unavailable = error {
+                    guard !configuration.offline, ContinuousClock.now - start < configuration.offlineWait else { throw error }
+                    state.withLock { $0.downloadErrors[id] = ReplicaError.store(error).description }
+                    try await Task.sleep(for: retry)
+                    retry = min(retry * 2, .seconds(1))
+                    continue
+                }
                 guard case .notFound = error, state.withLock({ $0.view.item(id)?.isContentPending == true }) else {
                     throw error
                 }

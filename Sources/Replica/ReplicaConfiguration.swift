@@ -29,6 +29,9 @@ public struct ReplicaConfiguration: Sendable {
     public var uploadLimit: UInt64?
     /// How long a read waits for chunks another device announced but has not uploaded yet.
     public var pendingContentWait: Duration = .seconds(60)
+    /// How long a read waits for a store that cannot be reached (a network blip) before it
+    /// fails; zero fails at once, as `offline` does.
+    public var offlineWait: Duration = .seconds(15)
 
     public init(container: String, cacheDirectory: String, deviceName: String) {
         self.container = container
