@@ -127,6 +127,10 @@ let package = Package(
             name: "BlobStoreS3Tests",
             dependencies: ["BlobStoreS3", "BlobStore", "Replica", "ContainerFormat", "TestSupport", "icloudfs-testhelper"]),
         .testTarget(name: "ContainerFormatTests", dependencies: ["ContainerFormat", "TestSupport"]),
+        // Every decoder of untrusted bytes as a fuzz target (Scripts/fuzz), and its corpus replayed.
+        .target(name: "FuzzTargets", dependencies: ["ContainerFormat", "Replica", "BlobStoreS3"], path: "Tests/Fuzz/Targets"),
+        .executableTarget(name: "icloudfs-fuzz", dependencies: ["FuzzTargets"], path: "Tests/Fuzz/Main"),
+        .testTarget(name: "FuzzCorpusTests", dependencies: ["FuzzTargets"]),
         .testTarget(
             name: "ReplicaTests",
             dependencies: ["Replica", "TestSupport", "icloudfs-testhelper", .product(name: "GRDB", package: "GRDB.swift")]),

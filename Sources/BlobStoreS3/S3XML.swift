@@ -5,14 +5,14 @@ import FoundationXML
 #endif
 
 /// One page of `ListObjectsV2`.
-struct S3ListPage: Equatable {
+package struct S3ListPage: Equatable {
     var keys: [String] = []
     var isTruncated = false
     var nextContinuationToken: String?
 }
 
 /// The `<Error>` body S3 sends with a failure status.
-struct S3ErrorBody: Equatable {
+package struct S3ErrorBody: Equatable {
     var code: String?
     var message: String?
     var bucket: String?
@@ -20,8 +20,8 @@ struct S3ErrorBody: Equatable {
 
 /// Reads the few XML documents S3 answers with. Only element text is collected, by path,
 /// so that namespaces and unknown elements are ignored.
-enum S3XML {
-    static func listPage(_ data: Data) throws -> S3ListPage {
+package enum S3XML {
+    package static func listPage(_ data: Data) throws -> S3ListPage {
         var page = S3ListPage()
         let found = try collect(data) { path, text in
             switch path {
@@ -38,7 +38,7 @@ enum S3XML {
     }
 
     /// The error body, or nil when there is none (HEAD) or it is not S3's XML.
-    static func errorBody(_ data: Data) -> S3ErrorBody? {
+    package static func errorBody(_ data: Data) -> S3ErrorBody? {
         guard !data.isEmpty else { return nil }
         var body = S3ErrorBody()
         let root = try? collect(data) { path, text in

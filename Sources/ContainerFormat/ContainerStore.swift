@@ -210,7 +210,7 @@ public struct ContainerStore: Sendable {
 
 extension Snapshot {
     /// Why the items cannot be a tree, or nil. Snapshots are untrusted like all store content.
-    static func problem(in items: [Item], seq: UInt64) -> String? {
+    package static func problem(in items: [Item], seq: UInt64) -> String? {
         guard seq <= ContainerStore.maximumSeq else { return "seq \(seq) is beyond the journal's range" }
         var ids = Set<ItemID>()
         for item in items {

@@ -18,7 +18,7 @@ import Synchronization
 /// for a transaction of its own: such writes are collected and commit together a moment
 /// later on a background thread, or first in the next `write`, or at `flush` (fsync,
 /// unmount). A crash can lose the last moment of them, as it loses bytes not yet synced.
-final class StateDatabase: Sendable {
+package final class StateDatabase: Sendable {
     /// For reads. Writes go through `write` or `writeSoon`, which keep their order (the
     /// snapshot's `asyncWrite` at start, before any other write, is the one exception).
     let pool: DatabasePool
@@ -252,7 +252,7 @@ final class StateDatabase: Sendable {
 
     /// Chunk lists as packed 36-byte records (32-byte hash, 4-byte little-endian size): small
     /// and quick to load for large containers.
-    static func encode(_ chunks: [ChunkRef]) -> Data {
+    package static func encode(_ chunks: [ChunkRef]) -> Data {
         var data = Data(capacity: chunks.count * 36)
         for chunk in chunks {
             chunk.hash.append(to: &data)
@@ -261,7 +261,7 @@ final class StateDatabase: Sendable {
         return data
     }
 
-    static func decodeChunks(_ data: Data) -> [ChunkRef] {
+    package static func decodeChunks(_ data: Data) -> [ChunkRef] {
         data.withUnsafeBytes { bytes in
             stride(from: 0, to: bytes.count - bytes.count % 36, by: 36).map { start in
                 let hash = ChunkHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[start..<start + 32]))
@@ -272,7 +272,7 @@ final class StateDatabase: Sendable {
     }
 
     /// Byte ranges as packed 16-byte records (start, end: little-endian).
-    static func encode(_ ranges: ByteRanges) -> Data {
+    package static func encode(_ ranges: ByteRanges) -> Data {
         var data = Data(capacity: ranges.ranges.count * 16)
         for range in ranges.ranges {
             withUnsafeBytes(of: range.lowerBound.littleEndian) { data.append(contentsOf: $0) }
@@ -281,7 +281,7 @@ final class StateDatabase: Sendable {
         return data
     }
 
-    static func decodeRanges(_ data: Data) throws -> ByteRanges {
+    package static func decodeRanges(_ data: Data) throws -> ByteRanges {
         guard data.count % 16 == 0 else { throw StateDatabaseError.malformed("byte ranges of \(data.count) bytes") }
         return data.withUnsafeBytes { bytes in
             ByteRanges(stride(from: 0, to: bytes.count, by: 16).compactMap { start in
