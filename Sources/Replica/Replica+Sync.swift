@@ -25,10 +25,14 @@ extension Replica {
 
     /// While changes keep arriving (tar x), the next batch waits one `pushPause` to fill
     /// first: one commit per pause instead of one per few files (each commit costs a journal
-    /// entry, a store flush and transactions).
+    /// entry, a store flush and transactions). Not when nothing is queued: the pause holds
+    /// the sync lock, and pulls (other devices' changes) waited 50 ms behind it for nothing
+    /// after every push; a change arriving later schedules its own push.
     private func letBurstFillBatch() async {
         let arriving = state.withLock { state in
-            guard let last = state.lastLocalChange, ContinuousClock.now - last < Replica.pushPause else { return false }
+            guard let last = state.lastLocalChange, ContinuousClock.now - last < Replica.pushPause,
+                !state.device.pending.isEmpty
+            else { return false }
             return state.device.pending.count < configuration.maximumBatchOperations
         }
         if arriving { try? await Task.sleep(for: Replica.pushPause) }
