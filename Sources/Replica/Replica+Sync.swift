@@ -379,6 +379,12 @@ extension Replica {
                     group.append((chunk.hash, data))
                     bytes += data.count
                 } else if try await !container.hasChunk(chunk.hash) {
+                    // A version superseded since (by a later save of the same file) is read
+                    // by nobody: its lost chunk must not block the queue forever.
+                    guard isCurrentContent(chunk.hash) else {
+                        logger.warning("chunk \(chunk.hash) of a superseded version is gone from the cache; not uploaded")
+                        continue
+                    }
                     throw ReplicaError.local("chunk \(chunk.hash) is neither in the cache nor in the store")
                 }
             }
@@ -412,20 +418,41 @@ extension Replica {
         return files.readStaged(hash)  // copied aside while it was being read
     }
 
+    /// Whether some item's current content (as this device sees it, queued changes
+    /// included) or the synced tree names `hash`. Costly (every item): for failures only.
+    func isCurrentContent(_ hash: ChunkHash) -> Bool {
+        state.withLock { state in
+            for tree in [state.device.view, state.device.synced] {
+                for id in tree.allIDs where tree.item(id)?.chunks.contains(where: { $0.hash == hash }) == true {
+                    return true
+                }
+            }
+            return false
+        }
+    }
+
     /// After a restart: which chunks of queued versions are only in their content files.
+    /// Both the content records' versions and every queued version are looked at: a version
+    /// queued and then superseded by a later save (a file committed halfway through being
+    /// written) still has its chunks in place, at the offsets of its own chunk list, and
+    /// the record names only the latest. (Uploads check each chunk's hash when they read it.)
     static func findUnstagedChunks(_ state: inout ReplicaState, _ files: LocalFiles) {
         let needed = state.neededChunks
         guard !needed.isEmpty else { return }
-        for (id, record) in state.content {
+        func add(_ chunks: [ChunkRef], of id: ItemID) {
             var offset: UInt64 = 0
             var pieces: [ContentChunker.Piece] = []
-            for chunk in record.chunks {
+            for chunk in chunks {
                 if needed.contains(chunk.hash) && !files.isStaged(chunk.hash) {
                     pieces.append(.init(offset: offset, ref: chunk))
                 }
                 offset += UInt64(chunk.size)
             }
             state.unstaged.add(pieces, of: id)
+        }
+        for (id, record) in state.content { add(record.chunks, of: id) }
+        for change in state.device.pending {
+            for op in change.ops where !op.chunks.isEmpty { add(op.chunks, of: op.itemID) }
         }
     }
 }

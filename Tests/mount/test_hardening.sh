@@ -102,3 +102,40 @@ test_full_cache_disk_gives_enospc_and_recovers() {
     eventually '! kill -0 "$daemon"'
     umount "$T/cache-a"
 }
+
+test_corrupted_chunk_is_never_served() {
+    mount_device a
+    head -c 300000 /dev/urandom > "$T/a/precious"
+    sync_wait a
+    local chunk
+    chunk=$(find "$T/store/$CONTAINER/chunks" -type f | head -n1)
+    # Same size, other bytes: only the hash can tell.
+    head -c "$(stat -c %s "$chunk")" /dev/urandom > "$chunk"
+    mount_device b
+    eventually 'test -f "$T/b/precious"'
+    fails cat "$T/b/precious" >/dev/null 2>"$T/err"
+    grep -q "Input/output error" "$T/err"
+    xattr downloadingError "$T/b/precious" | grep -q "^corruptChunk"
+    assert_eq "$(xattr isDownloaded "$T/b/precious")" 0
+}
+
+test_kill_9_during_uploads_loses_no_acknowledged_byte() {
+    mkdir -p "$T/expected"
+    for round in $(seq 1 20); do
+        mount_device a upload_limit=4M
+        head -c $((RANDOM * 40 + 1)) /dev/urandom > "$T/expected/f$round"
+        # Acknowledged: written and fsynced (dd conv=fsync), or renamed into place after it.
+        dd if="$T/expected/f$round" of="$T/a/tmp$round" bs=64k conv=fsync status=none
+        mv "$T/a/tmp$round" "$T/a/f$round"
+        sync "$T/a/f$round"
+        sleep "0.$((RANDOM % 4))"
+        kill -9 "$(daemon_of a)"
+        fusermount3 -u "$T/a" 2>/dev/null || umount -l "$T/a"
+    done
+    mount_device a
+    for round in $(seq 1 20); do cmp "$T/a/f$round" "$T/expected/f$round"; done
+    sync_wait a
+    mount_device b
+    for round in $(seq 1 20); do cmp "$T/b/f$round" "$T/expected/f$round"; done
+    assert_eq "$(ls "$T/b" | wc -l)" 20
+}
