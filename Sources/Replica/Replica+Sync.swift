@@ -2,6 +2,7 @@ import BlobStore
 import CLinux
 import ContainerFormat
 import Foundation
+import GRDB
 
 /// The change feed (pull) and the upload queue (push), serialised by `syncLock`, and the
 /// background loop that runs them.
@@ -153,7 +154,8 @@ extension Replica {
             }
             let why = "cannot record snapshot \(snapshot.seq) in \(files.databasePath): \(error); remount to try again"
             logger.error("\(why)")
-            state.withLock { $0.snapshotNotRecorded = why }
+            // Not on the writer's queue: see the lock order at `Replica.state`.
+            DispatchQueue.global().async { self.state.withLock { $0.notRecorded = why } }
         }
         state.withLock { state in
             state.device = DeviceView(
@@ -167,7 +169,7 @@ extension Replica {
     /// `appended`: an entry this device has just written, taken as it is instead of read
     /// back and decoded again.
     func pullUnlocked(appended: (seq: UInt64, commit: Commit)? = nil) async throws {
-        if let why = state.withLock({ $0.snapshotNotRecorded }) { throw ReplicaError.local(why) }
+        if let why = state.withLock({ $0.notRecorded }) { throw ReplicaError.local(why) }
         while true {
             var seq = head + 1
             var entries: [(seq: UInt64, commit: Commit?)] = []
@@ -214,7 +216,7 @@ extension Replica {
                 let chunks = ours.commit!.ops.filter(\.announcesPendingContent).flatMap(\.chunks)
                 if !chunks.isEmpty { owed[ours.seq] = chunks }
             }
-            try database.write { db in
+            let recorded = recordingApplied { db in
                 if owed != state.owed { try database.setMeta("owed", Replica.encodedOwed(owed), db) }
                 try database.saveItems(syncedChanges, of: state.device.synced, db)
                 if let landed {
@@ -224,6 +226,10 @@ extension Replica {
                         try database.recordLanded(landed.localIDs, seq: seq, keep: DeviceView.landedKept, db)
                     }
                 }
+            }
+            if case .failure(let error) = recorded {
+                state.notRecorded = error.message
+                throw error
             }
             if landed != nil { state.inFlight = nil }
             state.owed = owed
@@ -247,6 +253,20 @@ extension Replica {
         if !outcome.changed.isEmpty {
             changeObserver.withLock { $0 }?(outcome.changed)
             downloadWanted(outcome.changed)
+        }
+    }
+
+    /// Runs `body` in a database write. The entries are already applied in memory: if the
+    /// write fails, memory is ahead of the database for good (a later push would build on
+    /// state the database never saw), so syncing stops until a remount (`notRecorded`).
+    private func recordingApplied(_ body: (Database) throws -> Void) -> Result<Void, ReplicaError> {
+        do {
+            return .success(try database.write(body))
+        } catch {
+            let failure = ReplicaError.localFailure(
+                "cannot record pulled changes in \(files.databasePath) (free space and remount)", error)
+            logger.error("\(failure)")
+            return .failure(failure)
         }
     }
 

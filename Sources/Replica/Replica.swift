@@ -20,6 +20,15 @@ public final class Replica: Sendable {
     let chunker: Chunker
     let deviceID: String
     let logger: Logger
+    /// Lock order, outermost first; a lock is only ever taken while holding those above it:
+    /// 1. `syncLock` (async: one pull or push at a time; held across store calls);
+    /// 2. `state` (the namespace, queue and content records: memory only, but `database.write`
+    ///    and some cache file I/O still run under it, see issue notes);
+    /// 3. the state database's `order` lock and GRDB's writer queue (`database.write`);
+    /// 4. small leaf mutexes (`pushPending`, `changeObserver`, `DownloadTable`, ...).
+    /// So nothing that runs on the database's writer queue (an `asyncWrite` completion, a
+    /// `writeSoon` closure) may take `state`: a writer waiting for it while `state` waits for
+    /// the writer is a deadlock. Such completions hop to another thread first.
     let state: Mutex<ReplicaState>
     let syncLock = AsyncLock()
     let wakeup = WakeupSignal()

@@ -42,8 +42,11 @@ struct ReplicaState: Sendable {
     /// This device's journal entries published metadata first, with the chunks still owed
     /// to the store (persisted as meta `owed`; paid, then announced with `uploaded`).
     var owed: [UInt64: [ChunkRef]] = [:]
-    /// Set when the snapshot a new device started from could not be recorded in its cache.
-    var snapshotNotRecorded: String?
+    /// Set when what this device applied from the store could not be recorded in its cache
+    /// (the snapshot it started from, or pulled journal entries: disk full): memory is then
+    /// ahead of the database, and syncing stops, with this as the reason, until a remount
+    /// starts again from what the database holds.
+    var notRecorded: String?
     /// Chunks known to be in the store (uploaded or seen there) during this run.
     var storedChunks: Set<ChunkHash> = []
     /// When the last local change was queued (a burst is under way if it was just now).
