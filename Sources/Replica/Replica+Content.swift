@@ -41,7 +41,19 @@ extension Replica {
     /// `open`: for writing without truncation the whole current version is downloaded first,
     /// so that the queued version is complete.
     public func open(_ id: ItemID, write: Bool, truncate: Bool) async throws(ReplicaError) -> OpenFile {
-        if needsDownloadToOpen(write: write, truncate: truncate) { try await downloadAll(id) }
+        guard needsDownloadToOpen(write: write, truncate: truncate) else {
+            return try openWithoutDownload(id, write: write, truncate: truncate)
+        }
+        // Counted as open from before the download: the cache bound or an evict must not
+        // take bytes away between the download and the open.
+        state.withLock { $0.openingForWrite[id, default: 0] += 1 }
+        defer {
+            state.withLock { state in
+                state.openingForWrite[id, default: 1] -= 1
+                if state.openingForWrite[id] == 0 { state.openingForWrite[id] = nil }
+            }
+        }
+        try await downloadAll(id)
         return try openWithoutDownload(id, write: write, truncate: truncate)
     }
 
@@ -134,8 +146,16 @@ extension Replica {
             case .failure(let error): throw .localFailure("cannot write the cache file of \(file.id)", error)
             }
             var record = state.content[file.id] ?? .empty
+            if state.content[file.id] == nil, let item = state.view.liveItem(file.id), item.size > 0 {
+                // A placeholder written without its download keeps its size, its bytes
+                // missing: `commit` then refuses it instead of queuing zeros or a cut file.
+                record = ContentRecord(
+                    chunks: item.chunks, size: item.size, present: ByteRanges(), dirty: false, pinned: false, lastAccess: 0)
+            }
             let end = offset + UInt64(count)
             let wasDirty = record.dirty
+            // A write past the end leaves a hole of zeros that are this file's own bytes.
+            if offset > record.size { record.present.insert(record.size..<offset) }
             record.present.insert(offset..<end)
             record.size = max(record.size, end)
             record.dirty = true
@@ -506,6 +526,13 @@ extension Replica {
                 guard var record = state.content[id], record.dirty else { return true }
                 guard state.writeGeneration[id, default: 0] == snapshot.generation, state.writesInFlight[id] == nil else {
                     return false
+                }
+                // Bytes never downloaded read as zeros in the cache file: queuing them would
+                // replace the file's content with zeros everywhere, for good.
+                guard record.present.coveredBytes(below: snapshot.size) == snapshot.size else {
+                    throw .local(
+                        "\(state.view.path(of: id) ?? id.rawValue) is not completely downloaded "
+                            + "(\(record.present.coveredBytes(below: snapshot.size)) of \(snapshot.size) bytes): not queued")
                 }
                 let chunks = pieces.map(\.ref)
                 let written = state.dirtyMtime[id] != nil

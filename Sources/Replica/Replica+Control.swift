@@ -172,7 +172,7 @@ extension Replica {
         if state.content[id]?.dirty == true || pending.contains(id) {
             return "has changes not yet uploaded"
         }
-        if state.openCount[id] != nil { return "is open" }
+        if state.openCount[id] != nil || state.openingForWrite[id] != nil { return "is open" }
         return nil
     }
 

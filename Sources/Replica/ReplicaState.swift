@@ -20,6 +20,8 @@ struct ReplicaState: Sendable {
     /// Modes set on files being written: queued with their content at the next commit.
     var dirtyMode: [ItemID: UInt32] = [:]
     var openCount: [ItemID: Int] = [:]
+    /// Files being downloaded to be opened for writing: kept (never evicted) meanwhile.
+    var openingForWrite: [ItemID: Int] = [:]
     /// For open files: the chunk list of the version the first opener saw (close-to-open).
     var versionAtOpen: [ItemID: [ChunkRef]] = [:]
     /// For open files: the version they were opened at (the base of saves and unlinks).

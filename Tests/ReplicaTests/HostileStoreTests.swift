@@ -114,3 +114,26 @@ struct HostileStoreTests {
         #expect(try b.names() == ["one", "two"])
     }
 }
+
+struct IncompleteContentTests {
+    @Test("a file whose bytes are not all downloaded is never queued: the missing bytes would become zeros")
+    func incompleteFileNotQueued() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        var random = SeededRandom(seed: 7)
+        let original = random.data(count: 3_000_000)
+        try await a.writeFile("big", original)
+        try await a.push()
+        let b = try await devices.open("b")
+        // Written without the download an open for writing does first (as when the copy was
+        // evicted in between): only the written byte is present.
+        let file = try b.openWithoutDownload(try b.id("big"), write: true, truncate: false)
+        try b.write(file, offset: 10, data: Data([1]))
+        #expect(throws: ReplicaError.self) { try b.commit(file, durable: false) }
+        try? b.close(file)
+        try await b.push()
+        try await a.pull()
+        #expect(try await a.readFile("big") == original)
+    }
+}
