@@ -129,7 +129,7 @@ let package = Package(
         .testTarget(name: "ContainerFormatTests", dependencies: ["ContainerFormat", "TestSupport"]),
         // Every decoder of untrusted bytes as a fuzz target (Scripts/fuzz), and its corpus replayed.
         .target(name: "FuzzTargets", dependencies: ["ContainerFormat", "Replica", "BlobStoreS3"], path: "Tests/Fuzz/Targets"),
-        .executableTarget(name: "icloudfs-fuzz", dependencies: ["FuzzTargets"], path: "Tests/Fuzz/Main"),
+        .executableTarget(name: "icloudfs-fuzz", dependencies: ["FuzzTargets", "CLinux"], path: "Tests/Fuzz/Main"),
         .testTarget(name: "FuzzCorpusTests", dependencies: ["FuzzTargets"]),
         .testTarget(
             name: "ReplicaTests",

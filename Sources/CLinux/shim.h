@@ -8,4 +8,8 @@ int syncfs(int fd);
 int malloc_trim(size_t pad);
 int mallopt(int param, int value);
 #define ICLOUDFS_M_ARENA_MAX (-8)
+#include <stdint.h>
+// libFuzzer's driver (compiler-rt, LLVM 11+), for the fuzz build's own entry point
+// (Tests/Fuzz/Main): declared here only, linked only with -sanitize=fuzzer.
+int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const uint8_t *data, size_t size));
 #endif

@@ -139,3 +139,19 @@ test_kill_9_during_uploads_loses_no_acknowledged_byte() {
     for round in $(seq 1 20); do cmp "$T/b/f$round" "$T/expected/f$round"; done
     assert_eq "$(ls "$T/b" | wc -l)" 20
 }
+
+test_store_vanishing_mid_upload_loses_nothing() {
+    mount_device a upload_limit=4M
+    head -c 12000000 /dev/urandom > "$T/big"
+    cp "$T/big" "$T/a/big"
+    # Mid-upload (12 MB at 4 MB/s): the store goes away for 2 s, then returns.
+    eventually 'test "$(xattr isUploading "$T/a/big")" = 1'
+    sleep 1
+    mv "$T/store" "$T/store.away"
+    sleep 2
+    mv "$T/store.away" "$T/store"
+    sync_wait a
+    mount_device b
+    eventually 'test -f "$T/b/big"'
+    cmp "$T/b/big" "$T/big"
+}

@@ -1,13 +1,22 @@
+import CLinux
 import FuzzTargets
 import Foundation
 
 #if FUZZING
-/// libFuzzer's entry (built by `Scripts/fuzz` with `-sanitize=fuzzer`, which brings `main`):
-/// the target is named by `ICLOUDFS_FUZZ_TARGET`.
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOneInput(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    selectedTarget.run(Data(bytes: bytes, count: size))
-    return 0
+/// The fuzz build (`Scripts/fuzz`: `-sanitize=fuzzer`): libFuzzer's driver runs the target
+/// named by `ICLOUDFS_FUZZ_TARGET`. SwiftPM links an executable's `main` to this module's
+/// entry point, so the entry point starts the driver itself.
+@main
+struct FuzzDriver {
+    static func main() {
+        _ = selectedTarget
+        var argc = CommandLine.argc
+        var argv = CommandLine.unsafeArgv
+        exit(LLVMFuzzerRunDriver(&argc, &argv) { bytes, size in
+            selectedTarget.run(Data(bytes: bytes!, count: size))
+            return 0
+        })
+    }
 }
 
 private let selectedTarget: FuzzTarget = {
