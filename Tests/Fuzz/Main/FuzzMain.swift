@@ -11,7 +11,7 @@ struct FuzzDriver {
     static func main() {
         _ = selectedTarget
         var argc = CommandLine.argc
-        var argv = CommandLine.unsafeArgv
+        var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
         exit(LLVMFuzzerRunDriver(&argc, &argv) { bytes, size in
             selectedTarget.run(Data(bytes: bytes!, count: size))
             return 0
