@@ -41,6 +41,9 @@ public enum ItemName {
     }
 
     /// `stem + suffix`, the stem shortened (on a character boundary) to fit in 255 bytes.
+    /// Every name the fold makes passes `problem(with:)`: one that would not (it cannot be
+    /// foreseen for every input a store may hold) becomes a plain ASCII name instead, so
+    /// that no device ever holds a name `ls` cannot list.
     private static func fitted(stem: Substring, suffix: String) -> String {
         var stem = stem
         while stem.utf8.count + suffix.utf8.count > maximumBytes, !stem.isEmpty {
@@ -48,7 +51,11 @@ public enum ItemName {
         }
         var result = String(stem) + suffix
         while result.utf8.count > maximumBytes { result.removeLast() }
-        return result
+        guard problem(with: result) != nil else { return result }
+        let ascii = String(String.UnicodeScalarView((stem + suffix).unicodeScalars.filter {
+            $0.isASCII && $0 != "/" && $0 != "\0"
+        }).prefix(maximumBytes))
+        return problem(with: ascii) == nil ? ascii : "conflicted copy"
     }
 }
 
