@@ -33,7 +33,7 @@ enum FuseErrno {
             return errno
         // A failed download or a broken cache: the read cannot give data; the reason is in
         // user.icloud.downloadingError and the log.
-        case .identityMismatch, .local, .store, .format:
+        case .identityMismatch, .contentLost, .local, .store, .format:
             FuseLog.logger.warning("\(operation): \(error)")
             return EIO
         }

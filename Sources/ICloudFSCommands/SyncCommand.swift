@@ -28,7 +28,13 @@ struct SyncCommand: AsyncParsableCommand {
         guard wait else { return }
         let deadline = ContinuousClock.now + MountOptions.duration(timeout)!
         while ContinuousClock.now < deadline {
-            if ExtendedAttributes.get("user.icloud.isUploaded", of: mountPoint) == "1" { return }
+            if ExtendedAttributes.get("user.icloud.isUploaded", of: mountPoint) == "1" {
+                // The queue is empty, but a file whose cached bytes were lost before they
+                // were uploaded went without them: that is not a success.
+                guard let error = ExtendedAttributes.get("user.icloud.uploadingError", of: mountPoint) else { return }
+                let lost = StatusWalker(root: mountPoint).unsynced(limit: 20).filter { !$0.isUploaded }.map(\.path)
+                throw ExitMessage("everything queued was pushed, but not all of it reached the store (\(error)): \(lost.joined(separator: ", "))")
+            }
             try await Task.sleep(for: .milliseconds(50))
         }
         let left = StatusWalker(root: mountPoint).unsynced(limit: 20).filter { !$0.isUploaded }.map(\.path)

@@ -405,7 +405,7 @@ extension Replica {
                         logger.warning("chunk \(chunk.hash) of a superseded version is gone from the cache; not uploaded")
                         continue
                     }
-                    throw ReplicaError.local("chunk \(chunk.hash) is neither in the cache nor in the store")
+                    try recordLost(chunk.hash)
                 }
             }
             guard !group.isEmpty else { continue }  // all were in the store already: no flush
@@ -436,6 +436,22 @@ extension Replica {
             }
         }
         return files.readStaged(hash)  // copied aside while it was being read
+    }
+
+    /// A chunk of a current version is gone from the cache and not in the store: nothing
+    /// can bring it back. Its change goes on without it (the queue must not block for good on
+    /// one damaged file), and the files naming it say so (`uploadingError`).
+    private func recordLost(_ hash: ChunkHash) throws {
+        try state.withLock { state in
+            guard !state.lostChunks.contains(hash) else { return }
+            var lost = state.lostChunks
+            lost.insert(hash)
+            try database.write { db in
+                try database.setMeta("lost", lost.map(\.hex).sorted().joined(separator: " "), db)
+            }
+            state.lostChunks = lost
+        }
+        logger.error("chunk \(hash) of a queued version is gone from the cache and was never uploaded: that version cannot be read on any device; write the file again")
     }
 
     /// Whether some item's current content (as this device sees it, queued changes

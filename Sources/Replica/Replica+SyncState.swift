@@ -59,7 +59,9 @@ extension Replica {
         // Metadata first: this device still owes the chunks, or another device does.
         let owedHere = item.isContentPending && state.owed[item.contentVersion] != nil
         let isUploading = pending.contains(item.id) || record?.dirty == true || owedHere
-        let isUploaded = !isUploading && !item.isContentPending
+        let isLost = !state.lostChunks.isEmpty && item.kind == .file
+            && item.chunks.contains { state.lostChunks.contains($0.hash) }
+        let isUploaded = !isUploading && !item.isContentPending && !isLost
         return SyncState(
             itemIdentifier: item.id.rawValue, downloadingStatus: status,
             isDownloading: state.downloading.contains(item.id), percentDownloaded: percentDownloaded,
@@ -67,9 +69,13 @@ extension Replica {
             isUploading: isUploading,
             percentUploaded: isUploaded ? 100 : isUploading ? uploadedShare(of: item, state) : 0,
             hasUnresolvedConflicts: state.view.hasUnresolvedConflicts(item.id),
-            downloadingError: state.downloadErrors[item.id], uploadingError: isUploading ? state.uploadError : nil,
+            downloadingError: state.downloadErrors[item.id], uploadingError: isLost ? Replica.lostContentError : isUploading ? state.uploadError : nil,
             isPinned: false)
     }
+
+    static let lostContentError = ReplicaError.contentLost(
+        "the cache lost this version's bytes before they were uploaded; no device can read it: write the file again"
+    ).description
 
     /// Share of the bytes of the newest queued content of `id` already in the store.
     private func uploadedShare(of item: Item, _ state: ReplicaState) -> Double {

@@ -100,6 +100,9 @@ public final class Replica: Sendable {
                 state.owed = try database.meta("owed", db).map {
                     try FormatCoding.decode([UInt64: [ChunkRef]].self, from: Data($0.utf8))
                 } ?? [:]
+                state.lostChunks = Set((try database.meta("lost", db) ?? "").split(separator: " ").compactMap {
+                    ChunkHash(hex: String($0))
+                })
                 state.inodes = InodeNumbers(try database.loadInodes(db))
                 if state.inodes.number(of: .root) == nil {
                     _ = state.inodes.assign(.root)  // 1: the FUSE root

@@ -49,6 +49,11 @@ struct ReplicaState: Sendable {
     /// ahead of the database, and syncing stops, with this as the reason, until a remount
     /// starts again from what the database holds.
     var notRecorded: String?
+    /// Chunks of queued versions whose bytes were gone from the cache before they reached
+    /// the store (a damaged cache): their changes were pushed without them rather than
+    /// blocking the queue for good, and files still naming them show `uploadingError`
+    /// (`contentLost`). Persisted as meta `lost`.
+    var lostChunks: Set<ChunkHash> = []
     /// Chunks known to be in the store (uploaded or seen there) during this run.
     var storedChunks: Set<ChunkHash> = []
     /// When the last local change was queued (a burst is under way if it was just now).

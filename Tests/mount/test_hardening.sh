@@ -155,3 +155,32 @@ test_store_vanishing_mid_upload_loses_nothing() {
     eventually 'test -f "$T/b/big"'
     cmp "$T/b/big" "$T/big"
 }
+
+test_lost_cache_bytes_fail_one_change_not_the_queue() {
+    mount_device a
+    mv "$T/store" "$T/store.away"
+    head -c 300000 /dev/urandom > "$T/a/damaged"
+    echo after > "$T/a/after"
+    # The cache loses the queued bytes before they are uploaded (a damaged disk, a cache
+    # cleaned by hand): same length, other bytes, no copy aside.
+    local id
+    id=$(xattr itemIdentifier "$T/a/damaged")
+    head -c 300000 /dev/zero > "$T/cache-a/content/${id:0:2}/$id"
+    rm -rf "$T/cache-a/staged"
+    mv "$T/store.away" "$T/store"
+    # The queue drains (it used to block for good on the lost chunk), and sync says what
+    # did not make it.
+    fails sync_wait a 2>"$T/err"
+    grep -q "contentLost" "$T/err"
+    grep -q "damaged" "$T/err"
+    xattr uploadingError "$T/a/damaged" | grep -q "^contentLost"
+    assert_eq "$(xattr isUploaded "$T/a/damaged")" 0
+    mount_device b
+    eventually 'test -f "$T/b/after"'
+    assert_eq "$(cat "$T/b/after")" after
+    fails cat "$T/b/damaged" >/dev/null
+    # Writing the file again heals it.
+    head -c 1000 /dev/urandom > "$T/a/damaged"
+    sync_wait a
+    eventually 'cmp "$T/a/damaged" "$T/b/damaged"'
+}
