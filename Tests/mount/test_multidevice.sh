@@ -200,3 +200,26 @@ test_soak_three_devices() {
     local seed=${ICLOUDFS_SOAK_SEED:-$RANDOM}
     ICLOUDFS_SOAK_TRACE="$T/trace" timeout 300 python3 "$REPO/Tests/mount/soak.py" "$seed" "${ICLOUDFS_SOAK_SECONDS:-15}" "$BIN/icloudfs" "$T/a" "$T/b" "$T/c"
 }
+
+test_conflicts_lists_over_4_kib_whole() {
+    mount_device a
+    mount_device b
+    # Copies of a 200-byte name have 255-byte names: 18 of them list over 4 KiB.
+    local name
+    name="$(printf 'n%.0s' $(seq 1 196)).txt"
+    echo base > "$T/a/$name"
+    sync_wait a
+    for round in $(seq 1 18); do
+        eventually "test -f \"$T/b/$name\""
+        mv "$T/store" "$T/store.away"
+        echo "a $round" > "$T/a/$name"
+        echo "b $round" > "$T/b/$name"
+        mv "$T/store.away" "$T/store"
+        sync_wait a
+        sync_wait b
+    done
+    eventually "test \$(ls \"$T/a\" | wc -l) = 19"
+    "$BIN/icloudfs" conflicts "$T/a" > "$T/conflicts"
+    assert_eq "$(grep -c "conflicted copy" "$T/conflicts")" 18
+    test "$(wc -c < "$T/conflicts")" -gt 4096
+}
