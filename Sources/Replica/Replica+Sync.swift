@@ -203,6 +203,9 @@ extension Replica {
     private func apply(_ entries: [(seq: UInt64, commit: Commit?)]) throws {
         let (outcome, landed, events) = try state.withLock { state in
             let inFlight = state.inFlight
+            // What a failed recording goes back to (held, these two are copied only if the
+            // batch lands: the queue and the landed ids, not the container).
+            let (pendingBefore, landedBefore) = (state.device.pending, state.device.landed)
             let outcome = state.device.applyRemote(entries, ourBatch: inFlight)
             var events: [EventLog.Event] = []
             for (entry, fold) in zip(entries.filter { $0.commit != nil }, outcome.outcomes)
@@ -228,7 +231,7 @@ extension Replica {
                 }
             }
             if case .failure(let error) = recorded {
-                state.notRecorded = error.message
+                restoreRecordedTree(&state, pending: pendingBefore, landed: landedBefore)
                 throw error
             }
             if landed != nil { state.inFlight = nil }
@@ -256,15 +259,29 @@ extension Replica {
         }
     }
 
-    /// Runs `body` in a database write. The entries are already applied in memory: if the
-    /// write fails, memory is ahead of the database for good (a later push would build on
-    /// state the database never saw), so syncing stops until a remount (`notRecorded`).
+    /// After pulled entries could not be recorded (disk full): memory goes back to the synced
+    /// tree the database holds, with the queue as it was, so that nothing is ever built on
+    /// state the database never saw; the entries are pulled again at the next try. (Applying
+    /// to a copy instead would copy the whole container at every pull.) If even that read
+    /// fails, syncing stops until a remount (`notRecorded`).
+    private func restoreRecordedTree(_ state: inout ReplicaState, pending: [LocalChange], landed: [Int64: UInt64]) {
+        do {
+            let tree = try database.pool.read { db in try database.loadTree(db) }
+            state.device = DeviceView(device: configuration.deviceName, synced: tree, pending: pending, landed: landed)
+        } catch {
+            state.notRecorded = "cannot read back \(files.databasePath) after a failed write: \(error); remount"
+            logger.error("\(state.notRecorded!)")
+        }
+    }
+
+    /// Runs `body` in a database write; a failure is logged and returned (the caller puts
+    /// memory back as the database has it).
     private func recordingApplied(_ body: (Database) throws -> Void) -> Result<Void, ReplicaError> {
         do {
             return .success(try database.write(body))
         } catch {
             let failure = ReplicaError.localFailure(
-                "cannot record pulled changes in \(files.databasePath) (free space and remount)", error)
+                "cannot record pulled changes in \(files.databasePath) (free space; retried)", error)
             logger.error("\(failure)")
             return .failure(failure)
         }

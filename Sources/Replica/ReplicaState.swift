@@ -45,9 +45,9 @@ struct ReplicaState: Sendable {
     /// to the store (persisted as meta `owed`; paid, then announced with `uploaded`).
     var owed: [UInt64: [ChunkRef]] = [:]
     /// Set when what this device applied from the store could not be recorded in its cache
-    /// (the snapshot it started from, or pulled journal entries: disk full): memory is then
-    /// ahead of the database, and syncing stops, with this as the reason, until a remount
-    /// starts again from what the database holds.
+    /// and memory cannot go back to what the database holds (the snapshot it started from,
+    /// or a failed read-back after pulled entries failed to record): syncing stops, with
+    /// this as the reason, until a remount starts again from the database.
     var notRecorded: String?
     /// Chunks of queued versions whose bytes were gone from the cache before they reached
     /// the store (a damaged cache): their changes were pushed without them rather than

@@ -184,3 +184,33 @@ test_lost_cache_bytes_fail_one_change_not_the_queue() {
     sync_wait a
     eventually 'cmp "$T/a/damaged" "$T/b/damaged"'
 }
+
+test_pulled_changes_that_cannot_be_recorded_are_pulled_again() {
+    mkdir -p "$T/cache-b"
+    mount -t tmpfs -o size=16m tmpfs "$T/cache-b"
+    mount_device a
+    mount_device b
+    echo one > "$T/a/one"
+    sync_wait a
+    eventually 'test -f "$T/b/one"'
+    # b's cache disk fills up but for 64 KiB (room for its log): the entries it pulls next
+    # cannot be recorded.
+    fallocate -l $(($(df --output=avail -B1 "$T/cache-b" | tail -n1) - 65536)) "$T/cache-b/filler"
+    for i in $(seq 1 300); do echo "$i" > "$T/a/x$i"; done
+    sync_wait a
+    eventually 'grep -q "cannot record pulled changes" "$T/cache-b/icloudfs.log"'
+    rm "$T/cache-b/filler"
+    echo two > "$T/a/two"
+    sync_wait a
+    eventually 'test -f "$T/b/two" && test -f "$T/b/x300"'
+    # What b shows, its database holds: a remount shows the same.
+    local daemon
+    daemon=$(daemon_of b)
+    umount "$T/b"
+    eventually '! kill -0 "$daemon"'
+    mount_device b offline
+    assert_eq "$(ls "$T/b" | wc -l)" 302
+    umount "$T/b"
+    eventually '! kill -0 "$(daemon_of b)"'
+    umount "$T/cache-b"
+}
