@@ -106,6 +106,29 @@ case "drain":
     await replica.stop()
     say("drained")
 
+case "open-on-full-disk":
+    // STORE CACHE CONTAINER BYTES: opens a new device (it starts from the store's snapshot)
+    // with every file it writes limited to BYTES (RLIMIT_FSIZE: its cache disk fills up
+    // during the snapshot's write), then says how opening ended. Tests time it out: a hang
+    // here is a deadlock between the failed write's completion and the pull after it.
+    signal(SIGXFSZ, SIG_IGN)
+    var limit = rlimit(rlim_cur: rlim_t(arguments[4])!, rlim_max: rlim_t.max)
+    setrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &limit)
+    let configuration = ReplicaConfiguration(container: arguments[3], cacheDirectory: arguments[2], deviceName: "full")
+    do {
+        let replica = try await Replica.open(
+            configuration, store: try DirectoryStore(root: FilePath(arguments[1])),
+            logger: Logger(label: "helper") { _ in SwiftLogNoOpLogHandler() })
+        do {
+            try await replica.pull()
+            say("opened and pulled")
+        } catch {
+            say("opened; pull refused: \(error)")
+        }
+    } catch {
+        say("refused: \(error)")
+    }
+
 default:
     FileHandle.standardError.write(Data("icloudfs-testhelper: unknown command\n".utf8))
     exit(2)

@@ -115,6 +115,40 @@ struct HostileStoreTests {
     }
 }
 
+struct FullCacheDiskTests {
+    @Test("a snapshot whose recording fails (cache disk full) refuses with the reason: its failure does not deadlock the pull after it")
+    func snapshotNotRecorded() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a") { $0.snapshotInterval = 2 }
+        for n in 0..<3000 { _ = try a.makeFolder("folder-\(n)", in: .root, mode: 0o755) }
+        try await a.push()
+        if a.head % 2 == 1 {
+            _ = try a.makeFolder("odd", in: .root, mode: 0o755)
+            try await a.push()
+        }
+        let snapshots = devices.folder.sub("store/\(devices.container)/snapshots")
+        for _ in 0..<100 where ((try? FileManager.default.contentsOfDirectory(atPath: snapshots)) ?? []).isEmpty {
+            try await Task.sleep(for: .milliseconds(50))  // written in the background
+        }
+        // An entry after the snapshot: the new device's first pull has something to record.
+        _ = try a.makeFolder("after", in: .root, mode: 0o755)
+        try await a.push()
+
+        let (child, pipe) = try HelperProcess.start([
+            "open-on-full-disk", devices.folder.sub("store"), devices.folder.sub("cache-full"), devices.container, "300000",
+        ])
+        let deadline = ContinuousClock.now + .seconds(30)
+        while child.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        let hung = child.isRunning
+        if hung { kill(child.processIdentifier, SIGKILL) }
+        child.waitUntilExit()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(!hung, "opening on a full cache disk hung")
+        #expect(output.contains("refused") && output.contains("cannot record"), "\(output)")
+    }
+}
+
 struct IncompleteContentTests {
     @Test("a file whose bytes are not all downloaded is never queued: the missing bytes would become zeros")
     func incompleteFileNotQueued() async throws {
