@@ -260,6 +260,12 @@ extension Replica {
             state.content[id]?.lastAccess = record.lastAccess
             // A file written locally, or one deleted while open, reads its local bytes.
             guard !record.dirty, let item = state.view.liveItem(id), item.kind == .file else {
+                // Bytes of the version it was based on that were never downloaded before
+                // the write (it was evicted meanwhile) are not zeros: an error, not data.
+                let end = min(range.upperBound, record.size)
+                if record.dirty, range.lowerBound < end, !record.present.missing(in: range.lowerBound..<end).isEmpty {
+                    throw .local("bytes of \(id) in \(range.lowerBound)..<\(end) were not downloaded before it was written")
+                }
                 return ReadPlan(size: record.size, chunks: record.chunks, missing: [])
             }
             // Close-to-open: while the file is open, a complete local copy of the version that
@@ -597,11 +603,30 @@ extension Replica {
         }
     }
 
-    /// Files written before a crash and never queued: their bytes are queued now, as they
-    /// are on disk (nothing a program wrote is dropped).
-    func recoverDirtyFiles() {
-        let dirty = state.withLock { state in
-            state.content.filter(\.value.dirty).map(\.key)
+    /// At start, the cache's files against their records. Files written before a crash and
+    /// never queued: their bytes are queued now, as they are on disk (nothing a program wrote
+    /// is dropped). Downloaded copies shorter than their records say (a crash between
+    /// removing a deleted file's bytes and recording the delete, a cache cleaned by hand)
+    /// have those bytes downloaded again instead of read as zeros.
+    func reconcileContentFiles() {
+        let (dirty, downloaded) = state.withLock { state in
+            (state.content.filter(\.value.dirty).map(\.key),
+             state.content.filter { !$0.value.dirty && !$0.value.present.ranges.isEmpty }.map(\.key))
+        }
+        for id in downloaded {
+            var info = stat()
+            let length = stat(files.contentPath(id), &info) == 0 ? UInt64(info.st_size) : 0
+            let trimmed = state.withLock { state -> ContentRecord? in
+                guard var record = state.content[id], length < record.size else { return nil }
+                let before = record.present
+                record.present.truncate(to: length)
+                guard record.present != before else { return nil }
+                state.content[id] = record
+                return record
+            }
+            guard let trimmed else { continue }
+            logger.warning("the cached copy of \(id) is shorter than recorded (\(length) bytes): the rest is downloaded again")
+            try? saveContent(id, trimmed)
         }
         for id in dirty {
             var info = stat()

@@ -116,7 +116,7 @@ public final class Replica: Sendable {
         } catch {
             throw ReplicaError.wrapping(error)
         }
-        recoverDirtyFiles()
+        reconcileContentFiles()
     }
 
     /// The container's identity, creating the container if allowed; a cache made for another

@@ -165,6 +165,9 @@ struct IncompleteContentTests {
         let file = try b.openWithoutDownload(try b.id("big"), write: true, truncate: false)
         try b.write(file, offset: 10, data: Data([1]))
         #expect(throws: ReplicaError.self) { try b.commit(file, durable: false) }
+        // Reading it gives the written byte, and an error (not zeros) where bytes are missing.
+        #expect(try await b.read(file, offset: 10, count: 1) == Data([1]))
+        await #expect(throws: ReplicaError.self) { _ = try await b.read(file, offset: 0, count: 100) }
         try? b.close(file)
         try await b.push()
         try await a.pull()

@@ -214,3 +214,22 @@ test_pulled_changes_that_cannot_be_recorded_are_pulled_again() {
     eventually '! kill -0 "$(daemon_of b)"'
     umount "$T/cache-b"
 }
+
+test_cached_copy_gone_is_downloaded_again() {
+    mount_device a
+    head -c 500000 /dev/urandom > "$T/a/photo"
+    sync_wait a
+    mount_device b
+    eventually 'test -f "$T/b/photo"'
+    cmp "$T/b/photo" "$T/a/photo"
+    local id daemon
+    id=$(xattr itemIdentifier "$T/b/photo")
+    daemon=$(daemon_of b)
+    umount "$T/b"
+    eventually '! kill -0 "$daemon"'
+    # The cached copy is gone while its record stays (a crash between dropping a deleted
+    # file's bytes and recording the delete, a cache cleaned by hand).
+    rm "$T/cache-b/content/${id:0:2}/$id"
+    mount_device b
+    cmp "$T/b/photo" "$T/a/photo"
+}
