@@ -8,6 +8,8 @@ int syncfs(int fd);
 int malloc_trim(size_t pad);
 int mallopt(int param, int value);
 #define ICLOUDFS_M_ARENA_MAX (-8)
+// lseek's SEEK_DATA (also _GNU_SOURCE only): where the next bytes that are not a hole start.
+#define ICLOUDFS_SEEK_DATA 3
 #include <stdint.h>
 // libFuzzer's driver (compiler-rt, LLVM 11+), for the fuzz build's own entry point
 // (Tests/Fuzz/Main): declared here only, linked only with -sanitize=fuzzer.

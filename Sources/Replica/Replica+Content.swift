@@ -154,9 +154,14 @@ extension Replica {
             }
             let end = offset + UInt64(count)
             let wasDirty = record.dirty
+            if !wasDirty { state.changedSinceClean[file.id] = ByteRanges() }
             // A write past the end leaves a hole of zeros that are this file's own bytes.
-            if offset > record.size { record.present.insert(record.size..<offset) }
+            if offset > record.size {
+                record.present.insert(record.size..<offset)
+                state.changedSinceClean[file.id]?.insert(record.size..<offset)
+            }
             record.present.insert(offset..<end)
+            state.changedSinceClean[file.id]?.insert(offset..<end)
             record.size = max(record.size, end)
             record.dirty = true
             state.content[file.id] = record
@@ -458,6 +463,9 @@ extension Replica {
             var record = state.content[id] ?? .empty
             try preserveQueuedBytes(of: id, in: size..<UInt64.max, &state)
             try setLength(of: id, to: size)
+            if !record.dirty { state.changedSinceClean[id] = ByteRanges() }
+            // Cut away, or grown with zeros: either way those bytes are not the old ones.
+            state.changedSinceClean[id]?.insert(min(size, record.size)..<max(size, record.size))
             if size > record.size { record.present.insert(record.size..<size) }
             record.present.truncate(to: size)
             record.size = size
@@ -511,9 +519,13 @@ extension Replica {
         let flush = durable ? files.startSyncingContent(id) : nil
         defer { try? flush?.wait() }
         while true {
-            let snapshot = state.withLock { state -> (generation: UInt64, size: UInt64, writing: Bool)? in
+            let snapshot = state.withLock {
+                state -> (generation: UInt64, size: UInt64, writing: Bool, previous: [ChunkRef], changed: ByteRanges?)? in
                 guard let record = state.content[id], record.dirty else { return nil }
-                return (state.writeGeneration[id, default: 0], record.size, state.writesInFlight[id] != nil)
+                return (
+                    state.writeGeneration[id, default: 0], record.size, state.writesInFlight[id] != nil,
+                    record.chunks, state.changedSinceClean[id]
+                )
             }
             guard let snapshot else { break }  // nothing new to queue (an fsync still syncs)
             if snapshot.writing {  // another thread is copying bytes in: chunk after it
@@ -524,8 +536,12 @@ extension Replica {
             do {
                 let fd = try descriptor ?? files.openContent(id, writable: false)
                 defer { if descriptor == nil { try? fd.close() } }
-                pieces = try ContentChunker(chunker: chunker).chunks(of: fd, size: snapshot.size)
+                pieces = try ContentChunker(chunker: chunker).chunks(
+                    of: fd, size: snapshot.size, previous: snapshot.previous, changed: snapshot.changed
+                ).pieces
             } catch {
+                // Truncated while it was read: chunk it again as it is now.
+                if state.withLock({ $0.writeGeneration[id, default: 0] }) != snapshot.generation { continue }
                 throw .localFailure("cannot read the cache file of \(id) to queue it", error)
             }
             let done = try state.withLock { state throws(ReplicaError) -> Bool in
@@ -549,6 +565,7 @@ extension Replica {
                 record.present = ByteRanges([0..<snapshot.size])
                 record.dirty = false
                 state.content[id] = record
+                state.changedSinceClean[id] = nil
                 state.dirtyMtime[id] = nil
                 guard let item = state.view.item(id), !item.deleted || !state.unlinkedHere.contains(id) else {
                     try saveContent(id, record)  // unlinked here while open: the bytes go with it

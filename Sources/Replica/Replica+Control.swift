@@ -87,7 +87,10 @@ extension Replica {
             // A queued delete needs no bytes; queued versions before it find theirs through
             // `unstaged`, which `isReclaimable` checks.
             let reclaimed = deleted.filter { isReclaimable($0, state) }
-            for id in reclaimed { state.content[id] = nil }
+            for id in reclaimed {
+                state.content[id] = nil
+                state.changedSinceClean[id] = nil
+            }
             return reclaimed
         }
         guard !reclaimed.isEmpty else {

@@ -95,7 +95,10 @@ extension Replica {
             // The bytes of a closed file that nothing queued still needs go with the name: on
             // a full cache disk, `rm` must give the space back at once.
             let freed = state.content[item.id] != nil && isReclaimable(item.id, state)
-            if freed { state.content[item.id] = nil }
+            if freed {
+                state.content[item.id] = nil
+                state.changedSinceClean[item.id] = nil
+            }
             enqueue([(.delete(.init(id: item.id, base: 0)), base)], &state, content: freed ? [item.id] : [])
             return freed ? item.id : nil
         }

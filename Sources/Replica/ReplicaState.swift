@@ -15,6 +15,10 @@ struct ReplicaState: Sendable {
     var writesInFlight: [ItemID: Int] = [:]
     /// Chunks of queued versions whose only copy is in their content files.
     var unstaged = UnstagedChunks()
+    /// Bytes written (or truncated away) since each dirty file was last clean: a commit
+    /// chunks only around them (`ContentChunker`). No entry for a dirty file (written before
+    /// a restart): every byte is chunked.
+    var changedSinceClean: [ItemID: ByteRanges] = [:]
     /// Local modification times of files written since their last commit.
     var dirtyMtime: [ItemID: Timestamp] = [:]
     /// Modes set on files being written: queued with their content at the next commit.
