@@ -1,25 +1,33 @@
+import ContainerFormat
 import Dispatch
+import Synchronization
 
-/// What a close leaves to do (chunk the written file and queue its new version), run in
-/// order on one background thread so that `close(2)` returns at once, as it does on a local
-/// filesystem. A file waiting here still counts as open and dirty: conflicts, unlinks and
-/// `isUploaded` treat it as they treat a file still being written.
+/// What a close or an fsync leaves to do (chunk the written file and queue its new
+/// version), run in order on one background thread so that `close(2)` returns at once, as
+/// it does on a local filesystem. A file waiting here still counts as open and dirty:
+/// conflicts, unlinks and `isUploaded` treat it as they treat a file still being written.
 ///
-/// At most `limit` jobs wait: past that the caller waits for a slot, so a burst of closes
-/// (tar x) cannot pile up open descriptors.
+/// Adding never waits: the callers are the kernel's requests, and one file being queued
+/// must not hold up requests for others. Jobs hold no descriptor (a commit opens the file
+/// itself), so a burst of closes (tar x) costs a little memory, not open files; and a
+/// commit asked for a file that already has one waiting adds nothing.
 final class BackgroundCommits: Sendable {
     private let queue = DispatchQueue(label: "icloudfs.commits")
-    private let slots: DispatchSemaphore
-
-    init(limit: Int = 64) {
-        slots = DispatchSemaphore(value: limit)
-    }
+    /// Files whose commit is waiting to start.
+    private let waiting = Mutex<Set<ItemID>>([])
 
     func add(_ job: @escaping @Sendable () -> Void) {
-        slots.wait()
-        queue.async { [slots] in
-            job()
-            slots.signal()
+        queue.async(execute: job)
+    }
+
+    /// Runs `commit` for `id` unless one is already waiting: that one, when it starts,
+    /// chunks whatever the file holds by then.
+    func addCommit(of id: ItemID, _ commit: @escaping @Sendable () -> Void) {
+        guard waiting.withLock({ $0.insert(id).inserted }) else { return }
+        queue.async { [self] in
+            // From here on, a new write needs a new commit.
+            _ = waiting.withLock { $0.remove(id) }
+            commit()
         }
     }
 

@@ -181,8 +181,8 @@ extension Replica {
     /// `flush`: queues the written file in the background (`BackgroundCommits`).
     public func commitSoon(_ file: OpenFile) {
         guard file.writable else { return }
-        commits.add { [self] in
-            logQueuingFailure { () throws(ReplicaError) in try commit(file.id, durable: false, reading: file.fd) }
+        commits.addCommit(of: file.id) { [self] in
+            logQueuingFailure { () throws(ReplicaError) in try commit(file.id, durable: false) }
         }
     }
 
@@ -195,14 +195,15 @@ extension Replica {
         commitSoon(file)
     }
 
-    /// `release`: a written file is queued and its descriptor closed in the background
-    /// (after any `commitSoon` of the same handle); others close now.
+    /// `release`: the descriptor closes now; a written file is queued in the background
+    /// (after any `commitSoon` of the same handle), and counts as open until then.
     public func closeSoon(_ file: OpenFile) {
         guard file.writable else {
             return logQueuingFailure { () throws(ReplicaError) in try close(file) }
         }
+        try? file.fd.close()
         commits.add { [self] in
-            logQueuingFailure { () throws(ReplicaError) in try close(file) }
+            logQueuingFailure { () throws(ReplicaError) in try release(file.id) }
         }
     }
 
@@ -219,19 +220,25 @@ extension Replica {
     /// Closes the handle now; a written file is queued first (on the caller's thread, as
     /// `commit`). `release` goes through `closeSoon`.
     public func close(_ file: OpenFile) throws(ReplicaError) {
+        try? file.fd.close()
+        try release(file.id)
+    }
+
+    /// The end of a close, its descriptor closed: queues the file, then it no longer counts
+    /// as open.
+    private func release(_ id: ItemID) throws(ReplicaError) {
         defer {
-            try? file.fd.close()
             state.withLock { state in
-                state.openCount[file.id, default: 1] -= 1
-                if state.openCount[file.id] == 0 {
-                    state.openCount[file.id] = nil
-                    state.openedBase[file.id] = nil
-                    state.versionAtOpen[file.id] = nil
-                    state.unlinkedHere.remove(file.id)
+                state.openCount[id, default: 1] -= 1
+                if state.openCount[id] == 0 {
+                    state.openCount[id] = nil
+                    state.openedBase[id] = nil
+                    state.versionAtOpen[id] = nil
+                    state.unlinkedHere.remove(id)
                 }
             }
         }
-        try commit(file.id, durable: false, reading: file.fd)
+        try commit(id, durable: false)
     }
 
     /// `setattr` with a size: truncates or extends (with zeros) and queues the result.

@@ -161,13 +161,18 @@ test_lost_cache_bytes_fail_one_change_not_the_queue() {
     mv "$T/store" "$T/store.away"
     head -c 300000 /dev/urandom > "$T/a/damaged"
     echo after > "$T/a/after"
-    # The cache loses the queued bytes before they are uploaded (a damaged disk, a cache
-    # cleaned by hand): same length, other bytes, no copy aside.
-    local id
+    # Queued (an unmount queues what was written), the bytes are lost before they are
+    # uploaded (a damaged disk, a cache cleaned by hand): same length, other bytes, no copy
+    # aside.
+    local id daemon
     id=$(xattr itemIdentifier "$T/a/damaged")
+    daemon=$(daemon_of a)
+    umount "$T/a"
+    eventually '! kill -0 "$daemon"'
     head -c 300000 /dev/zero > "$T/cache-a/content/${id:0:2}/$id"
     rm -rf "$T/cache-a/staged"
     mv "$T/store.away" "$T/store"
+    mount_device a
     # The queue drains (it used to block for good on the lost chunk), and sync says what
     # did not make it.
     fails sync_wait a 2>"$T/err"
