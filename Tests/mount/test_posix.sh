@@ -80,3 +80,21 @@ test_editors_and_tools() {
             "$expected" "tar x modes and times on $device"
     done
 }
+
+test_four_processes_of_random_operations() {
+    mount_device a
+    mkdir "$T/a/w"
+    local pids=() p
+    # Seeded: a failure replays. Files grow sparse up to 16 MiB; the processes collide.
+    for p in 1 2 3 4; do
+        timeout 300 python3 "$REPO/Scripts/bench-lib/random_ops.py" "$T/a/w" "$p" 300 --max-offset 16777216 \
+            > "$T/ops-$p" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || { cat "$T"/ops-*; false; }; done
+    sync_wait a
+    mount_device b
+    (cd "$T/a/w" && find . -type f -exec sha256sum {} + | sort -k2) > "$T/a.sums"
+    test -s "$T/a.sums"
+    eventually '(cd "$T/b/w" && find . -type f -exec sha256sum {} + | sort -k2) > "$T/b.sums" && cmp "$T/a.sums" "$T/b.sums"'
+}
