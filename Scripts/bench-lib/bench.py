@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import heavy
+
 CONTAINER = "iCloud.com.example.bench"
 BIG_CONTAINER = "iCloud.com.example.bench100k"
 # The snapshot format icloudfs writes (Snapshot.formatVersion).
@@ -442,6 +444,10 @@ class Bench:
             "W6_file_MiB": 64 if self.quick else 256,
             "W7_tree": ("/usr/include" if self.quick else "/usr/include + /usr/share/man") + " without symlinks",
             "memory_items": 100_000,
+            "W8_file_MiB": 256 if self.quick else 1024,
+            "W9_db_MiB": 64 if self.quick else 256,
+            "W10_file_MiB": 512 if self.quick else 2048,
+            "W11_operations": 300 if self.quick else 1000,
         }
         self.cache = self.out / "cache"  # inputs kept between runs
         self.work = self.out / "work"    # mounts, stores, remotes: removed at the end
@@ -633,6 +639,50 @@ class Bench:
         finally:
             target.stop()
 
+    # -------------------------------------------------------------- W8..W11: heavy load
+
+    def heavy_load(self, target):
+        """W8..W11 on one fresh mount (native: a folder), its daemon's RSS watched throughout."""
+        target.start(fresh=True)
+        root = target.root / "heavy"
+        root.mkdir(exist_ok=True)
+        try:
+            with heavy.MemoryWatch(target.pid) as memory:
+                if self.wants("W8"):
+                    w8 = heavy.w8_small_writes(root, target.pid, self.sizes["W8_file_MiB"] * MiB, target.settle)
+                    self.add("W8", target.name, w8["median_ms"])
+                    self.add("W8p99", target.name, w8["p99_ms"])
+                    if w8["daemon_read_MiB_per_fsync"] is not None:
+                        self.add("W8read", target.name, w8["daemon_read_MiB_per_fsync"])
+                    log(f"  {target.name} W8 write+fsync median {w8['median_ms']:.2f} ms, p99 {w8['p99_ms']:.2f} ms"
+                        + (f", daemon read {w8['daemon_read_MiB_per_fsync']:.2f} MiB per fsync"
+                           if w8["daemon_read_MiB_per_fsync"] is not None else ""))
+                if self.wants("W9"):
+                    w9 = heavy.w9_sqlite(root, self.sizes["W9_db_MiB"] * MiB)
+                    self.add("W9", target.name, w9["transactions_per_s"])
+                    self.extra("W9", f"{target.name}_journal_mode", w9["journal_mode"])
+                    log(f"  {target.name} W9 SQLite {w9['transactions_per_s']:.0f} transactions/s ({w9['journal_mode']})")
+                if self.wants("W10"):
+                    w10 = heavy.w10_stat_while_writing(root, self.sizes["W10_file_MiB"] * MiB)
+                    self.add("W10", target.name, w10["p99_ms"])
+                    self.extra("W10", f"{target.name}_max_ms", w10["max_ms"])
+                    log(f"  {target.name} W10 stat p99 {w10['p99_ms']:.2f} ms (max {w10['max_ms']:.1f}, {w10['stats']} stats)")
+                if self.wants("W11"):
+                    w11 = heavy.w11_random_operations(root, operations=self.sizes["W11_operations"], limit=W7_LIMIT_S)
+                    self.add("W11", target.name, w11["seconds"])
+                    self.extra("W11", f"{target.name}_finished", f"{w11['finished']} of {w11['processes']}")
+                    if w11["finished"] < w11["processes"]:
+                        self.lower_bounds.setdefault("W11", set()).add(target.name)
+                        self.notes.append(f"W11 on {target.name}: {w11['finished']} of {w11['processes']} processes "
+                                          f"finished within {W7_LIMIT_S} s; failures: {w11['failures']}")
+                    log(f"  {target.name} W11 {w11['seconds']:.1f} s, {w11['finished']} of {w11['processes']} finished")
+            if target.pid is not None:
+                self.add("heavymemory", target.name, memory.peak)
+                log(f"  {target.name} daemon RSS at most {memory.peak:.0f} MiB during W8..W11")
+        finally:
+            target.stop()
+            shutil.rmtree(root, ignore_errors=True)
+
     # -------------------------------------------------------------- memory, mount time
 
     def big_containers(self):
@@ -761,6 +811,12 @@ class Bench:
                 self.w3_to_w7(target)
                 self.load(f"after W3..W7 {target.name}")
             write_outputs(self, interrupted=True, partial=True)
+        for target in (t for t in self.targets if t.name in ("native", "icloudfs")):
+            if any(self.wants(k) for k in ("W8", "W9", "W10", "W11")):
+                log(f"W8..W11 on {target.name}")
+                self.heavy_load(target)
+                self.load(f"after W8..W11 {target.name}")
+                write_outputs(self, interrupted=True, partial=True)
         if "floor" in self.chosen and (self.wants("W3") or self.wants("W7")):
             log("W3 and W7 on a null FUSE daemon (the FUSE floor)")
             self.fuse_floor()
@@ -799,6 +855,16 @@ ROWS = [
      "≤ 2 MB", lambda i, n: i <= 2_000_000),
     ("W7", "W7 tar x of a ~30k-file tree", "s", False, "≤ 5× native", lambda i, n: i <= 5 * n),
     ("W7sync", "W7 then until it is in the store", "s", False, "(reported)", None),
+    ("W8", "W8 4 KiB write at a random offset + fsync, 1 GiB file: median", "ms", False, "≤ 5× native",
+     lambda i, n: i <= 5 * n),
+    ("W8p99", "W8 the same, p99", "ms", False, "(reported)", None),
+    ("W8read", "W8 bytes the daemon read per fsync", "MiB", False, "≤ 16 MiB", lambda i, n: i <= 16),
+    ("W9", "W9 SQLite (WAL) small transactions into a 256 MiB database", "tx/s", True, "≥ 30% of native",
+     lambda i, n: i >= 0.3 * n),
+    ("W10", "W10 stat p99 of an unrelated file while a 2 GiB file is written", "ms", False, "≤ 50 ms",
+     lambda i, n: i <= 50),
+    ("W11", "W11 4 processes × 1,000 random operations", "s", False, "≤ 10× native", lambda i, n: i <= 10 * n),
+    ("heavymemory", "daemon RSS at most, during W8..W11", "MiB", False, "≤ 150 MiB", lambda i, n: i <= 150),
     ("memory", "memory: daemon RSS with a 100,000-item container (after stat of every item)", "MiB", False,
      "≤ 150 MiB", lambda i, n: i <= 150),
     ("mount", "mount time with a 100,000-item container (from a snapshot, fresh cache)", "s", False,
@@ -841,7 +907,7 @@ def write_outputs(bench, interrupted=False, partial=False):
             figures["native"] = 0
         holds = None
         i, n = figures["icloudfs"], figures["native"]
-        if check is not None and i is not None and (n is not None or key in ("W3", "W3sync", "W6", "memory", "mount")):
+        if check is not None and i is not None and (n is not None or key in ("W3", "W3sync", "W6", "W8read", "W10", "heavymemory", "memory", "mount")):
             holds = bool(check(i, n))
         entry = {"unit": unit, "label": label, **figures, "goal": goal, "holds": holds,
                  "samples": bench.samples.get(key, {})}
@@ -945,7 +1011,9 @@ def markdown(result):
         f"Sizes: W1/W2 file {s['W1_file_MiB']} MiB, W3 {s['W3_files']} files, W5 {s['W5_MiB']} MiB, "
         f"W6 file {s['W6_file_MiB']} MiB, W7 tree {s['W7_tree']} "
         f"({result['workloads']['W7'].get('extra', {}).get('entries', '?')} entries), "
-        f"memory/mount {s['memory_items']:,} items.",
+        f"memory/mount {s['memory_items']:,} items; W8 file {s['W8_file_MiB']} MiB, W9 database {s['W9_db_MiB']} MiB, "
+        f"W10 file {s['W10_file_MiB']} MiB, W11 {s['W11_operations']} operations per process (W8..W11: native and "
+        "icloudfs only).",
         "",
         "How each is measured: cold runs drop the page cache and use a new mount with a new cache "
         "folder (icloudfs: a new device); W6 counts icloudfs's store growth and rclone's write_bytes "
@@ -963,11 +1031,13 @@ def chart(result, path):
     import matplotlib.pyplot as plt
 
     keys, icloudfs, rclone, goals, floors = [], [], [], [], []
-    goal_ratio = {"W1": 0.5, "W2": 0.75, "W4": 0.5, "W4warm": 0.5, "W5": 0.7, "W7": 0.2}
+    goal_ratio = {"W1": 0.5, "W2": 0.75, "W4": 0.5, "W4warm": 0.5, "W5": 0.7, "W7": 0.2, "W8": 0.2, "W9": 0.3,
+                  "W11": 0.1}
     for key, label, unit, higher, goal, check in ROWS:
         w = result["workloads"][key]
         n = w["native"]
-        if not n or key in ("W3sync", "W5sync", "W7sync", "W6", "memory", "mount"):
+        if not n or key in ("W3sync", "W5sync", "W7sync", "W6", "W8p99", "W8read", "W10", "heavymemory", "memory",
+                            "mount"):
             continue
 
         def ratio(x):
