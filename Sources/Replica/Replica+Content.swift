@@ -131,6 +131,7 @@ extension Replica {
         _ file: OpenFile, offset: UInt64, count: Int, copy: (Int32) throws -> Int
     ) throws(ReplicaError) -> Int {
         guard file.writable else { throw .invalidArgument("file not open for writing") }
+        stageAhead(of: file.id, in: offset..<offset + UInt64(count))
         try state.withLock { state throws(ReplicaError) in
             try preserveQueuedBytes(of: file.id, in: offset..<offset + UInt64(count), &state)
             state.writesInFlight[file.id, default: 0] += 1
@@ -503,7 +504,7 @@ extension Replica {
         do {
             let fd = try files.openContent(id, writable: false)
             defer { try? fd.close() }
-            for piece in pieces {
+            for piece in pieces where !files.isStaged(piece.ref.hash) {
                 let data = try FileIO.read(fd, offset: piece.offset, count: Int(piece.ref.size))
                 guard ChunkHash(of: data) == piece.ref.hash else {
                     logger.error("queued chunk \(piece.ref.hash) of \(id) changed before it was uploaded")
@@ -514,6 +515,22 @@ extension Replica {
         } catch {
             state.unstaged.add(pieces, of: id)
             throw .localFailure("cannot copy queued bytes of \(id) aside before changing them", error)
+        }
+    }
+
+    /// Copies aside, without holding the state lock, the queued chunks a write to `range`
+    /// is about to change (reading, hashing and syncing up to a few MiB): the write's own
+    /// `preserveQueuedBytes` under the lock then finds them staged and does no I/O, so other
+    /// requests do not wait behind it. Best effort: whatever this misses, that one copies.
+    private func stageAhead(of id: ItemID, in range: Range<UInt64>) {
+        let pieces = state.withLock { $0.unstaged.pieces(of: id, overlapping: range) }
+        guard !pieces.isEmpty, let fd = try? files.openContent(id, writable: false) else { return }
+        defer { try? fd.close() }
+        for piece in pieces where !files.isStaged(piece.ref.hash) {
+            guard let data = try? FileIO.read(fd, offset: piece.offset, count: Int(piece.ref.size)),
+                ChunkHash(of: data) == piece.ref.hash
+            else { continue }
+            try? files.stage(piece.ref.hash, data)
         }
     }
 

@@ -23,6 +23,11 @@ struct UnstagedChunks: Sendable {
         if !known.isEmpty { piecesByItem[id] = known }
     }
 
+    /// The pieces of `id` whose bytes overlap `range`.
+    func pieces(of id: ItemID, overlapping range: Range<UInt64>) -> [ContentChunker.Piece] {
+        (piecesByItem[id] ?? []).filter { $0.range.overlaps(range) }
+    }
+
     /// Removes and returns the pieces of `id` whose bytes overlap `range`.
     mutating func take(of id: ItemID, overlapping range: Range<UInt64>) -> [ContentChunker.Piece] {
         guard let pieces = piecesByItem[id] else { return [] }
