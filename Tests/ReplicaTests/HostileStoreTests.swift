@@ -127,10 +127,13 @@ struct FullCacheDiskTests {
             _ = try a.makeFolder("odd", in: .root, mode: 0o755)
             try await a.push()
         }
+        // Written in the background (seconds under a sanitizer): the new device must start
+        // from it, in one large write.
         let snapshots = devices.folder.sub("store/\(devices.container)/snapshots")
-        for _ in 0..<100 where ((try? FileManager.default.contentsOfDirectory(atPath: snapshots)) ?? []).isEmpty {
-            try await Task.sleep(for: .milliseconds(50))  // written in the background
+        for _ in 0..<1200 where ((try? FileManager.default.contentsOfDirectory(atPath: snapshots)) ?? []).isEmpty {
+            try await Task.sleep(for: .milliseconds(50))
         }
+        try #require(!((try? FileManager.default.contentsOfDirectory(atPath: snapshots)) ?? []).isEmpty)
         // An entry after the snapshot: the new device's first pull has something to record.
         _ = try a.makeFolder("after", in: .root, mode: 0o755)
         try await a.push()
