@@ -8,6 +8,7 @@ int syncfs(int fd);
 int malloc_trim(size_t pad);
 int mallopt(int param, int value);
 #define ICLOUDFS_M_ARENA_MAX (-8)
+#define ICLOUDFS_M_MMAP_THRESHOLD (-3)
 // lseek's SEEK_DATA (also _GNU_SOURCE only): where the next bytes that are not a hole start.
 #define ICLOUDFS_SEEK_DATA 3
 #include <stdint.h>
