@@ -67,13 +67,30 @@ package enum S3XML {
     /// Calls `visit` with each element's path (local names) and its text; returns the root's name.
     private static func collect(_ data: Data, _ visit: ([String], String) -> Void) throws -> String? {
         let collector = TextCollector()
-        let parser = XMLParser(data: data)
+        let parser = XMLParser(data: try plainDocument(data))
         parser.delegate = collector
         guard parser.parse() else {
             throw XMLError.malformed(parser.parserError.map { "\($0)" } ?? "unknown error")
         }
         for (path, text) in collector.elements { visit(path, text) }
         return collector.root
+    }
+
+    /// The document without its XML declaration, if it is one FoundationXML can take:
+    /// valid UTF-8, and no comment, DTD, CDATA or processing instruction (S3 answers hold
+    /// none). On Linux XMLParser traps on a comment, instruction or name whose bytes are not
+    /// UTF-8 (it force-unwraps their decoding; the fuzzer found `<?xml\u{FB}...`), and a
+    /// server's answer must never end the daemon.
+    static func plainDocument(_ data: Data) throws -> Data {
+        guard var text = String(validating: data, as: UTF8.self)?[...] else {
+            throw XMLError.malformed("not UTF-8")
+        }
+        text = text.drop { $0.isWhitespace }
+        if text.hasPrefix("<?xml "), let end = text.range(of: "?>") { text = text[end.upperBound...] }
+        guard !text.contains("<?"), !text.contains("<!") else {
+            throw XMLError.malformed("a comment, DTD, CDATA section or processing instruction")
+        }
+        return Data(text.utf8)
     }
 
     private final class TextCollector: NSObject, XMLParserDelegate {

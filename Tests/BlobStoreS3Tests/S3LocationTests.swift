@@ -137,4 +137,20 @@ struct S3XMLTests {
         #expect(S3XML.errorBody(Data()) == nil)
         #expect(S3XML.errorBody(Data("<html>bad gateway</html>".utf8)) == nil)
     }
+
+    @Test("answers XMLParser would trap on are refused as malformed: bytes that are not UTF-8, instructions, comments")
+    func hostileDocuments() {
+        // Found by Scripts/fuzz: an instruction whose target is not UTF-8 trapped FoundationXML.
+        var instruction = Data("<?xml".utf8)
+        instruction.append(0xFB)
+        instruction.append(Data(#"version="1.0"?><ListBucketResult></ListBucketResult>"#.utf8))
+        var comment = Data("<ListBucketResult><!-- ".utf8)
+        comment.append(0xFF)
+        comment.append(Data(" --></ListBucketResult>".utf8))
+        for document in [instruction, comment, Data("<ListBucketResult><?x y?></ListBucketResult>".utf8),
+                         Data("<!DOCTYPE x><ListBucketResult></ListBucketResult>".utf8)] {
+            #expect(throws: (any Error).self) { try S3XML.listPage(document) }
+            #expect(S3XML.errorBody(document) == nil)
+        }
+    }
 }
