@@ -466,6 +466,7 @@ extension Replica {
 
     /// Sets the local file's length (its content must be present up to `size`).
     func resizeLocal(_ id: ItemID, to size: UInt64) throws(ReplicaError) {
+        stageAhead(of: id, in: size..<UInt64.max)
         try state.withLock { state throws(ReplicaError) in
             guard state.view.liveItem(id) != nil || state.content[id] != nil else { throw .notFound }
             var record = state.content[id] ?? .empty
@@ -518,8 +519,8 @@ extension Replica {
         }
     }
 
-    /// Copies aside, without holding the state lock, the queued chunks a write to `range`
-    /// is about to change (reading, hashing and syncing up to a few MiB): the write's own
+    /// Copies aside, without holding the state lock, the queued chunks a write (or a
+    /// truncation) of `range` is about to change (reading, hashing and syncing up to a few MiB): the write's own
     /// `preserveQueuedBytes` under the lock then finds them staged and does no I/O, so other
     /// requests do not wait behind it. Best effort: whatever this misses, that one copies.
     private func stageAhead(of id: ItemID, in range: Range<UInt64>) {
