@@ -12,6 +12,7 @@ import Glibc
 /// (staged) until uploaded because their content file was about to change.
 struct LocalFiles: Sendable {
     let root: String
+    private let namesSynced = SyncedNames()
 
     init(root: String) throws {
         self.root = root
@@ -71,6 +72,7 @@ struct LocalFiles: Sendable {
 
     func removeContent(_ id: ItemID) {
         unlink(contentPath(id))
+        namesSynced.remove(id)  // a new file of that name is a new name
     }
 
     /// Starts flushing the content file of `id` on another thread (an fsync lets its disk
@@ -92,7 +94,10 @@ struct LocalFiles: Sendable {
         let fd = try openContent(id, writable: false)
         defer { try? fd.close() }
         guard fsync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
+        // Its name in its folder, once: a file's later syncs need only its bytes.
+        guard !namesSynced.contains(id) else { return }
         try FileIO.syncDirectory(FilePath((contentPath(id) as NSString).deletingLastPathComponent))
+        namesSynced.insert(id)
     }
 
     /// Copies a chunk's bytes aside until it is uploaded (content-addressed: staging the same
@@ -155,4 +160,13 @@ final class ContentFlush: Sendable {
         let error = failure.withLock { $0 }
         if error != 0 { throw Errno(rawValue: error) }
     }
+}
+
+/// Content files whose names are known to be on disk (their folder synced once this run).
+private final class SyncedNames: Sendable {
+    private let ids = Mutex<Set<ItemID>>([])
+
+    func contains(_ id: ItemID) -> Bool { ids.withLock { $0.contains(id) } }
+    func insert(_ id: ItemID) { ids.withLock { _ = $0.insert(id) } }
+    func remove(_ id: ItemID) { ids.withLock { _ = $0.remove(id) } }
 }
