@@ -86,14 +86,19 @@ public struct DeviceView: Sendable {
             time: changes.first?.time ?? .zero, ops: ops)
     }
 
-    /// The first `limit` operations' worth of queued changes (at least one change).
-    public func nextBatchIDs(maximumOperations limit: Int) -> [Int64] {
+    /// The first `limit` operations' worth of queued changes (at least one change), and at
+    /// most `maximumChunks` chunk references: every version of a large file lists all its
+    /// chunks, and a commit is built, encoded and decoded whole in memory.
+    public func nextBatchIDs(maximumOperations limit: Int, maximumChunks: Int = .max) -> [Int64] {
         var ids: [Int64] = []
         var count = 0
+        var chunks = 0
         for change in pending {
-            if !ids.isEmpty && count + change.ops.count > limit { break }
+            let changeChunks = change.ops.reduce(0) { $0 + $1.chunks.count }
+            if !ids.isEmpty && (count + change.ops.count > limit || chunks + changeChunks > maximumChunks) { break }
             ids.append(change.localID)
             count += change.ops.count
+            chunks += changeChunks
         }
         return ids
     }

@@ -174,3 +174,16 @@ extension ItemOperation: Codable {
         }
     }
 }
+
+extension ItemOperation {
+    /// The chunks this operation's new content names.
+    public var chunks: [ChunkRef] {
+        switch self {
+        case .create(let op): op.content.chunks
+        case .update(let op): op.content?.chunks ?? []
+        case .move, .delete: []
+        }
+    }
+
+    public var chunkHashes: [ChunkHash] { chunks.map(\.hash) }
+}

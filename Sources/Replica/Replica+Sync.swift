@@ -364,7 +364,8 @@ extension Replica {
     private func pushOneBatch() async throws -> Bool {
         let prepared = try state.withLock { state -> (Batch, [ChunkRef])? in
             if state.inFlight == nil {
-                let ids = state.device.nextBatchIDs(maximumOperations: configuration.maximumBatchOperations)
+                let ids = state.device.nextBatchIDs(
+                    maximumOperations: configuration.maximumBatchOperations, maximumChunks: configuration.maximumBatchChunks)
                 guard !ids.isEmpty else { return nil }
                 let batch = Batch(commitID: UUID().uuidString, localIDs: ids)
                 try database.write { db in
@@ -517,15 +518,3 @@ extension ReplicaState {
     }
 }
 
-extension ItemOperation {
-    /// The chunks this operation's new content names.
-    var chunks: [ChunkRef] {
-        switch self {
-        case .create(let op): op.content.chunks
-        case .update(let op): op.content?.chunks ?? []
-        case .move, .delete: []
-        }
-    }
-
-    var chunkHashes: [ChunkHash] { chunks.map(\.hash) }
-}

@@ -13,6 +13,8 @@ public struct ReplicaConfiguration: Sendable {
     public var createIfMissing = true
     /// The largest number of operations pushed as one journal entry.
     public var maximumBatchOperations = 1000
+    /// And at most this many chunk references (10,000: about 1 MB of journal entry).
+    public var maximumBatchChunks = 10_000
     /// Bound on downloaded content; clean, unpinned, closed files beyond it are evicted,
     /// least recently used first.
     public var cacheSize: UInt64 = 10 << 30

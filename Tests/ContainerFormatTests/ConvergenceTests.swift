@@ -172,3 +172,20 @@ struct ConvergenceTests {
         #expect(SnapshotCoding.encode(Snapshot(of: restored)) == data)
     }
 }
+
+struct BatchTests {
+    @Test("a push batch stops at the chunk-reference bound (versions of large files list every chunk), but always holds one change")
+    func batchesBoundedByChunks() {
+        func change(_ n: Int64, chunks: Int) -> LocalChange {
+            let refs = (0..<chunks).map { ChunkRef(hash: ChunkHash(of: Data("\(n)-\($0)".utf8)), size: 1) }
+            return LocalChange(localID: n, time: .zero, ops: [.create(.init(
+                id: ItemID("file-\(n)"), parent: .root, name: "f\(n)", kind: .file, mode: 0o644, mtime: .zero,
+                content: Content(size: UInt64(chunks), chunks: refs)))])
+        }
+        let view = DeviceView(device: "d", synced: Tree(), pending: (1...5).map { change($0, chunks: 4000) })
+        #expect(view.nextBatchIDs(maximumOperations: 1000, maximumChunks: 10_000) == [1, 2])
+        #expect(view.nextBatchIDs(maximumOperations: 1000) == [1, 2, 3, 4, 5])
+        let huge = DeviceView(device: "d", synced: Tree(), pending: [change(1, chunks: 20_000), change(2, chunks: 1)])
+        #expect(huge.nextBatchIDs(maximumOperations: 1000, maximumChunks: 10_000) == [1])
+    }
+}
