@@ -15,26 +15,41 @@ final class BackgroundCommits: Sendable {
     private let queue = DispatchQueue(label: "icloudfs.commits")
     /// Files whose commit is waiting to start.
     private let waiting = Mutex<Set<ItemID>>([])
+    /// Commits waiting for their delay to pass (not on the queue yet).
+    private let delayed = Mutex(0)
 
     func add(_ job: @escaping @Sendable () -> Void) {
         queue.async(execute: job)
     }
 
-    /// Runs `commit` for `id` unless one is already waiting: that one, when it starts,
-    /// chunks whatever the file holds by then.
-    func addCommit(of id: ItemID, _ commit: @escaping @Sendable () -> Void) {
+    /// Runs `commit` for `id` after `delay`, unless one is already waiting: that one, when
+    /// it starts, chunks whatever the file holds by then. (A database fsyncs its log after
+    /// every transaction: a delay makes a run of them one commit, not one each.)
+    func addCommit(of id: ItemID, after delay: Duration = .zero, _ commit: @escaping @Sendable () -> Void) {
         guard waiting.withLock({ $0.insert(id).inserted }) else { return }
-        queue.async { [self] in
+        let job: @Sendable () -> Void = { [self] in
             // From here on, a new write needs a new commit.
             _ = waiting.withLock { $0.remove(id) }
             commit()
         }
+        guard delay > .zero else { return queue.async(execute: job) }
+        delayed.withLock { $0 += 1 }
+        let (seconds, attoseconds) = delay.components
+        let deadline = DispatchTime.now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+        queue.asyncAfter(deadline: deadline) { [self] in
+            job()
+            delayed.withLock { $0 -= 1 }
+        }
     }
 
-    /// Returns once every job added before the call has run.
+    /// Returns once every job added before the call has run (delayed ones too).
     func drain() async {
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            queue.async { done.resume() }
+        while true {
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                queue.async { done.resume() }
+            }
+            guard delayed.withLock({ $0 > 0 }) else { return }
+            try? await Task.sleep(for: .milliseconds(10))
         }
     }
 }

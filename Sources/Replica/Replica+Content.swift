@@ -179,10 +179,11 @@ extension Replica {
         try commit(file.id, durable: durable, reading: file.fd)
     }
 
-    /// `flush`: queues the written file in the background (`BackgroundCommits`).
-    public func commitSoon(_ file: OpenFile) {
+    /// `flush`: queues the written file in the background (`BackgroundCommits`), a moment
+    /// later after an fsync.
+    public func commitSoon(_ file: OpenFile, after delay: Duration = .zero) {
         guard file.writable else { return }
-        commits.addCommit(of: file.id) { [self] in
+        commits.addCommit(of: file.id, after: delay) { [self] in
             logQueuingFailure { () throws(ReplicaError) in try commit(file.id, durable: false) }
         }
     }
@@ -193,8 +194,13 @@ extension Replica {
     /// does not wait for the file to be chunked.
     public func sync(_ file: OpenFile) throws(ReplicaError) {
         try makeDurable(file.id)
-        commitSoon(file)
+        commitSoon(file, after: Replica.commitDelayAfterSync)
     }
+
+    /// An fsync's commit waits this long, so that a database's run of transactions (each
+    /// ends with an fsync of its growing log) is chunked once, not once per transaction:
+    /// the end of a growing file is read and hashed again at each commit.
+    static let commitDelayAfterSync = Duration.milliseconds(100)
 
     /// `release`: the descriptor closes now; a written file is queued in the background
     /// (after any `commitSoon` of the same handle), and counts as open until then.
