@@ -29,39 +29,40 @@ public struct DirectoryStore: BlobStore {
         let path = self.path(of: key)
         return try await BlockingIO.run { () throws -> Data in
             try self.checked(key) { () throws -> Data in
-                let fd = try self.openObject(path, key)
+                let (fd, size) = try self.openObject(path)
                 defer { try? fd.close() }
-                var info = stat()
-                guard fstat(fd.rawValue, &info) == 0 else { throw Errno(rawValue: errno) }
-                guard info.st_mode & S_IFMT == S_IFREG else { throw StoreError.badObject("\(path) is not a regular file") }
-                guard UInt64(info.st_size) <= maximumSize else {
-                    throw StoreError.badObject("\(path) holds \(info.st_size) bytes, more than the \(maximumSize) allowed")
+                guard size <= maximumSize else {
+                    throw StoreError.badObject("\(path) holds \(size) bytes, more than the \(maximumSize) allowed")
                 }
-                return try FileIO.read(fd, offset: 0, count: Int(info.st_size))
+                return try FileIO.read(fd, offset: 0, count: Int(size))
             }
         }
     }
 
-    /// Opens an object to read without following a symlink or blocking on a FIFO (a store
-    /// is shared, and what it holds is untrusted).
-    private func openObject(_ path: FilePath, _ key: BlobKey) throws -> FileDescriptor {
+    /// Opens an object to read, and its size, without following a symlink or blocking on a
+    /// FIFO, and only if it is a regular file (a store is shared: what it holds is untrusted).
+    private func openObject(_ path: FilePath) throws -> (FileDescriptor, UInt64) {
+        let fd: FileDescriptor
         do {
-            return try FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .noFollow, .nonBlocking])
+            fd = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .noFollow, .nonBlocking])
         } catch Errno.tooManySymbolicLinkLevels {
             throw StoreError.badObject("\(path) is a symbolic link")
         }
+        var info = stat()
+        guard fstat(fd.rawValue, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            try? fd.close()
+            throw StoreError.badObject("\(path) is not a regular file")
+        }
+        return (fd, UInt64(info.st_size))
     }
 
     public func get(_ key: BlobKey, range: Range<UInt64>) async throws -> Data {
         let path = self.path(of: key)
         return try await BlockingIO.run { () throws -> Data in
             try self.checked(key) { () throws -> Data in
-                let fd = try self.openObject(path, key)
+                let (fd, size) = try self.openObject(path)
                 defer { try? fd.close() }
-                var info = stat()
-                guard fstat(fd.rawValue, &info) == 0 else { throw Errno(rawValue: errno) }
-                guard info.st_mode & S_IFMT == S_IFREG else { throw StoreError.badObject("\(path) is not a regular file") }
-                let end = min(range.upperBound, UInt64(info.st_size))
+                let end = min(range.upperBound, size)
                 guard range.lowerBound < end else { return Data() }
                 return try FileIO.read(fd, offset: range.lowerBound, count: Int(end - range.lowerBound))
             }

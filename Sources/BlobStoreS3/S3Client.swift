@@ -48,7 +48,7 @@ struct S3Client: Sendable {
     /// Sends `method` on `path` (from ``S3Location``), retrying per the policy.
     func send(
         _ method: HTTPMethod, path: String, query: [(name: String, value: String)] = [],
-        headers extra: [(name: String, value: String)] = [], body: Data? = nil, maximumBody: UInt64 = 1 << 30,
+        headers extra: [(name: String, value: String)] = [], body: Data? = nil, maximumBody: UInt64 = S3Store.defaultMaximumSize,
         retryable: (S3Response) -> Bool = { S3RetryPolicy.isRetryable(status: $0.status, code: $0.errorBody?.code) }
     ) async throws -> S3Response {
         let payloadHash = body.map(SigV4Signer.payloadHash) ?? SigV4Signer.emptyPayloadHash

@@ -27,18 +27,19 @@ struct SyncCommand: AsyncParsableCommand {
         try ExtendedAttributes.set("user.icloud.sync", "1", of: mountPoint)
         guard wait else { return }
         let deadline = ContinuousClock.now + MountOptions.duration(timeout)!
+        func notUploaded() -> String {
+            StatusWalker(root: mountPoint).unsynced(limit: 20).filter { !$0.isUploaded }.map(\.path).joined(separator: ", ")
+        }
         while ContinuousClock.now < deadline {
             if ExtendedAttributes.get("user.icloud.isUploaded", of: mountPoint) == "1" {
                 // The queue is empty, but a file whose cached bytes were lost before they
                 // were uploaded went without them: that is not a success.
                 guard let error = ExtendedAttributes.get("user.icloud.uploadingError", of: mountPoint) else { return }
-                let lost = StatusWalker(root: mountPoint).unsynced(limit: 20).filter { !$0.isUploaded }.map(\.path)
-                throw ExitMessage("everything queued was pushed, but not all of it reached the store (\(error)): \(lost.joined(separator: ", "))")
+                throw ExitMessage("everything queued was pushed, but not all of it reached the store (\(error)): \(notUploaded())")
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        let left = StatusWalker(root: mountPoint).unsynced(limit: 20).filter { !$0.isUploaded }.map(\.path)
         let error = ExtendedAttributes.get("user.icloud.uploadingError", of: mountPoint).map { " (\($0))" } ?? ""
-        throw ExitMessage("not everything was uploaded within \(timeout)\(error); still waiting: \(left.joined(separator: ", "))")
+        throw ExitMessage("not everything was uploaded within \(timeout)\(error); still waiting: \(notUploaded())")
     }
 }

@@ -36,6 +36,11 @@ public struct ByteRanges: Hashable, Codable, Sendable {
         range.isEmpty || ranges.contains { $0.lowerBound <= range.lowerBound && $0.upperBound >= range.upperBound }
     }
 
+    /// Whether any byte of `range` is in the set.
+    public func overlaps(_ range: Range<UInt64>) -> Bool {
+        ranges.contains { $0.overlaps(range) }
+    }
+
     /// The parts of `range` not present.
     public func missing(in range: Range<UInt64>) -> [Range<UInt64>] {
         var gaps: [Range<UInt64>] = []

@@ -74,24 +74,15 @@ private struct Reusable {
             clean = []
             return
         }
-        var offset: UInt64 = 0
-        var pieces: [ContentChunker.Piece] = []
-        pieces.reserveCapacity(previous.count)
-        for ref in previous {
-            pieces.append(.init(offset: offset, ref: ref))
-            offset += UInt64(ref.size)
-        }
-        let previousSize = offset
+        let pieces = ContentChunker.Piece.layout(previous)
+        let previousSize = pieces.last!.range.upperBound
         // Bytes past either end changed; and the old last chunk ended where the file ended,
         // not at a content-defined boundary: unless the size is the same, it is cut anew.
-        if previousSize != size, let last = pieces.last {
-            changed.insert(min(last.offset, size)..<max(previousSize, size))
+        if previousSize != size {
+            changed.insert(min(pieces.last!.offset, size)..<max(previousSize, size))
         }
         self.pieces = pieces
-        clean = pieces.map { piece in
-            let range = piece.offset..<piece.offset + UInt64(piece.ref.size)
-            return range.upperBound <= size && changed.missing(in: range) == [range]
-        }
+        clean = pieces.map { $0.range.upperBound <= size && !changed.overlaps($0.range) }
     }
 
     func isClean(_ index: Int) -> Bool { clean[index] }

@@ -313,16 +313,7 @@ extension Replica {
     /// The chunks (with their offsets) that overlap any of `ranges`.
     static func pieces(_ chunks: [ChunkRef], covering ranges: [Range<UInt64>]) -> [ContentChunker.Piece] {
         guard !ranges.isEmpty else { return [] }
-        var pieces: [ContentChunker.Piece] = []
-        var offset: UInt64 = 0
-        for chunk in chunks {
-            let span = offset..<offset + UInt64(chunk.size)
-            if ranges.contains(where: { $0.overlaps(span) }) {
-                pieces.append(.init(offset: offset, ref: chunk))
-            }
-            offset = span.upperBound
-        }
-        return pieces
+        return ContentChunker.Piece.layout(chunks).filter { piece in ranges.contains { $0.overlaps(piece.range) } }
     }
 
     /// Downloads every missing chunk of the current version.
@@ -509,15 +500,8 @@ extension Replica {
         let pieces = state.unstaged.take(of: id, overlapping: range)
         guard !pieces.isEmpty else { return }
         do {
-            let fd = try files.openContent(id, writable: false)
-            defer { try? fd.close() }
-            for piece in pieces where !files.isStaged(piece.ref.hash) {
-                let data = try FileIO.read(fd, offset: piece.offset, count: Int(piece.ref.size))
-                guard ChunkHash(of: data) == piece.ref.hash else {
-                    logger.error("queued chunk \(piece.ref.hash) of \(id) changed before it was uploaded")
-                    continue
-                }
-                try files.stage(piece.ref.hash, data)
+            for changed in try copyAside(pieces, of: id) {
+                logger.error("queued chunk \(changed.ref.hash) of \(id) changed before it was uploaded")
             }
         } catch {
             state.unstaged.add(pieces, of: id)
@@ -531,14 +515,25 @@ extension Replica {
     /// requests do not wait behind it. Best effort: whatever this misses, that one copies.
     private func stageAhead(of id: ItemID, in range: Range<UInt64>) {
         let pieces = state.withLock { $0.unstaged.pieces(of: id, overlapping: range) }
-        guard !pieces.isEmpty, let fd = try? files.openContent(id, writable: false) else { return }
+        guard !pieces.isEmpty else { return }
+        _ = try? copyAside(pieces, of: id)
+    }
+
+    /// Stages the chunks of `pieces` not staged yet, read from the content file of `id`;
+    /// returns those whose bytes there no longer match their hash (not staged).
+    private func copyAside(_ pieces: [ContentChunker.Piece], of id: ItemID) throws -> [ContentChunker.Piece] {
+        let fd = try files.openContent(id, writable: false)
         defer { try? fd.close() }
+        var changed: [ContentChunker.Piece] = []
         for piece in pieces where !files.isStaged(piece.ref.hash) {
-            guard let data = try? FileIO.read(fd, offset: piece.offset, count: Int(piece.ref.size)),
-                ChunkHash(of: data) == piece.ref.hash
-            else { continue }
-            try? files.stage(piece.ref.hash, data)
+            let data = try FileIO.read(fd, offset: piece.offset, count: Int(piece.ref.size))
+            guard ChunkHash(of: data) == piece.ref.hash else {
+                changed.append(piece)
+                continue
+            }
+            try files.stage(piece.ref.hash, data)
         }
+        return changed
     }
 
     /// Chunks a written file and queues its new version (one change, see `enqueue`); the

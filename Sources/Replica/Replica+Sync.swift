@@ -494,13 +494,8 @@ extension Replica {
         let needed = state.neededChunks
         guard !needed.isEmpty else { return }
         func add(_ chunks: [ChunkRef], of id: ItemID) {
-            var offset: UInt64 = 0
-            var pieces: [ContentChunker.Piece] = []
-            for chunk in chunks {
-                if needed.contains(chunk.hash) && !files.isStaged(chunk.hash) {
-                    pieces.append(.init(offset: offset, ref: chunk))
-                }
-                offset += UInt64(chunk.size)
+            let pieces = ContentChunker.Piece.layout(chunks).filter {
+                needed.contains($0.ref.hash) && !files.isStaged($0.ref.hash)
             }
             state.unstaged.add(pieces, of: id)
         }

@@ -23,7 +23,7 @@ public final class Replica: Sendable {
     /// Lock order, outermost first; a lock is only ever taken while holding those above it:
     /// 1. `syncLock` (async: one pull or push at a time; held across store calls);
     /// 2. `state` (the namespace, queue and content records: memory only, but `database.write`
-    ///    and some cache file I/O still run under it, see issue notes);
+    ///    and some cache file I/O still run under it, see docs/ARCHITECTURE.md);
     /// 3. the state database's `order` lock and GRDB's writer queue (`database.write`);
     /// 4. small leaf mutexes (`pushPending`, `changeObserver`, `DownloadTable`, ...).
     /// So nothing that runs on the database's writer queue (an `asyncWrite` completion, a

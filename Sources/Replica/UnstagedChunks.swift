@@ -66,4 +66,13 @@ struct UnstagedChunks: Sendable {
 
 extension ContentChunker.Piece {
     var range: Range<UInt64> { offset..<offset + UInt64(ref.size) }
+
+    /// A chunk list laid out in its file: each chunk with the offset it starts at.
+    static func layout(_ chunks: [ChunkRef]) -> [ContentChunker.Piece] {
+        var offset: UInt64 = 0
+        return chunks.map { chunk in
+            defer { offset += UInt64(chunk.size) }
+            return .init(offset: offset, ref: chunk)
+        }
+    }
 }
