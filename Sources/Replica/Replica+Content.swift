@@ -465,7 +465,7 @@ extension Replica {
     func resizeLocal(_ id: ItemID, to size: UInt64) throws(ReplicaError) {
         stageAhead(of: id, in: size..<UInt64.max)
         try state.withLock { state throws(ReplicaError) in
-            guard state.view.liveItem(id) != nil || state.content[id] != nil else { throw .notFound }
+            guard state.itemOfOpenHandle(id) != nil || state.content[id] != nil else { throw .notFound }
             var record = state.content[id] ?? .empty
             try preserveQueuedBytes(of: id, in: size..<UInt64.max, &state)
             try setLength(of: id, to: size)

@@ -6,7 +6,7 @@ import Foundation
 extension Replica {
     public func attributes(of id: ItemID) throws(ReplicaError) -> ItemAttributes {
         try state.withLock { state throws(ReplicaError) in
-            guard let item = state.liveItem(id) else { throw .notFound }
+            guard let item = state.itemOfOpenHandle(id) else { throw .notFound }
             return attributes(item, &state)
         }
     }

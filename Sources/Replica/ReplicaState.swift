@@ -67,12 +67,23 @@ struct ReplicaState: Sendable {
 
     /// The item as the user sees it, with the size, time and mode of unsaved local writes.
     func liveItem(_ id: ItemID) -> Item? {
-        guard var item = device.view.liveItem(id) else { return nil }
-        if let record = content[id], record.dirty {
-            item.size = record.size
-            item.mtime = dirtyMtime[id] ?? item.mtime
-            item.mode = dirtyMode[id] ?? item.mode
-        }
+        device.view.liveItem(id).map(withUnsavedWrites)
+    }
+
+    /// `liveItem`, or, for a file removed while it is open here, the item it was: `fstat`,
+    /// `ftruncate` and `lseek(SEEK_END)` on an open descriptor work as on a local disk.
+    func itemOfOpenHandle(_ id: ItemID) -> Item? {
+        if let item = liveItem(id) { return item }
+        guard openCount[id] != nil else { return nil }
+        return device.view.item(id).map(withUnsavedWrites)
+    }
+
+    private func withUnsavedWrites(_ item: Item) -> Item {
+        guard let record = content[item.id], record.dirty else { return item }
+        var item = item
+        item.size = record.size
+        item.mtime = dirtyMtime[item.id] ?? item.mtime
+        item.mode = dirtyMode[item.id] ?? item.mode
         return item
     }
 

@@ -98,3 +98,22 @@ test_four_processes_of_random_operations() {
     test -s "$T/a.sums"
     eventually '(cd "$T/b/w" && find . -type f -exec sha256sum {} + | sort -k2) > "$T/b.sums" && cmp "$T/a.sums" "$T/b.sums"'
 }
+
+test_open_file_still_works_after_unlink() {
+    mount_device a
+    # As stress-ng and many programs do with temporary files: open, unlink, go on using the
+    # descriptor (fstat, lseek SEEK_END and ftruncate answered ENOENT before).
+    python3 - "$T/a/tmp" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR, 0o600)
+os.unlink(sys.argv[1])
+os.write(fd, b"hello world")
+assert os.fstat(fd).st_size == 11, os.fstat(fd)
+assert os.lseek(fd, 0, os.SEEK_END) == 11
+os.ftruncate(fd, 5)
+assert os.fstat(fd).st_size == 5
+assert os.pread(fd, 100, 0) == b"hello"
+os.close(fd)
+PY
+    test ! -e "$T/a/tmp"
+}
