@@ -49,6 +49,27 @@ public enum FileIO {
         }
     }
 
+    /// Copies up to `count` bytes from `offset` of `source` to `targetOffset` of `target` inside
+    /// the kernel (`copy_file_range`: no bytes through our memory; extents shared where the
+    /// filesystem can). Fewer only at the end of `source`. Returns how many were copied.
+    public static func copyRange(
+        from source: FileDescriptor, at offset: UInt64, to target: FileDescriptor, at targetOffset: UInt64, count: Int
+    ) throws(Errno) -> Int {
+        var sourceOffset = __off64_t(offset)
+        var targetOffset = __off64_t(targetOffset)
+        var done = 0
+        while done < count {
+            let n = copy_file_range(source.rawValue, &sourceOffset, target.rawValue, &targetOffset, count - done, 0)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw Errno(rawValue: errno)
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
     /// Flushes everything written to the filesystem holding `folder` (one `syncfs`): cheaper
     /// than an fsync per file when many small files were written.
     public static func syncFileSystem(containing folder: String) throws(Errno) {

@@ -1,7 +1,7 @@
 #ifndef ICLOUDFS_CLINUX_SHIM_H
 #define ICLOUDFS_CLINUX_SHIM_H
 #include <stddef.h>
-// Linux calls that Swift's Glibc module does not show: syncfs (declared only under
+// Linux calls that Swift's Glibc module does not show: syncfs and copy_file_range (declared only under
 // _GNU_SOURCE, which the module is built without), malloc_trim and mallopt (malloc.h is not
 // in the module). The prototypes are glibc's own.
 int syncfs(int fd);
@@ -11,6 +11,9 @@ int mallopt(int param, int value);
 #define ICLOUDFS_M_MMAP_THRESHOLD (-3)
 // lseek's SEEK_DATA (also _GNU_SOURCE only): where the next bytes that are not a hole start.
 #define ICLOUDFS_SEEK_DATA 3
+#include <sys/types.h>
+// copy_file_range (_GNU_SOURCE only): copies between two files inside the kernel.
+ssize_t copy_file_range(int infd, __off64_t *pinoff, int outfd, __off64_t *poutoff, size_t length, unsigned int flags);
 #include <stdint.h>
 // libFuzzer's driver (compiler-rt, LLVM 11+), for the fuzz build's own entry point
 // (Tests/Fuzz/Main): declared here only, linked only with -sanitize=fuzzer.

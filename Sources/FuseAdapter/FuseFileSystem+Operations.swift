@@ -191,6 +191,22 @@ extension FuseFileSystem {
         }
     }
 
+    /// `copy_file_range`: copied between the two local files inside the kernel (without it,
+    /// the kernel falls back to reads and writes through FUSE, a round trip per 128 KiB).
+    func copyFileRange(
+        _ request: Request, _ sourceHandle: UInt64, _ sourceOffset: Int, _ targetHandle: UInt64, _ targetOffset: Int,
+        _ count: Int
+    ) {
+        guard let source = files.get(sourceHandle), let target = files.get(targetHandle) else {
+            return request.error(EBADF)
+        }
+        answerLater(request) { [replica] in
+            request.written(
+                try await replica.copyRange(
+                    from: source, at: UInt64(sourceOffset), to: target, at: UInt64(targetOffset), count: count))
+        }
+    }
+
     /// Close returns at once, as on a local filesystem: the written file is queued in the
     /// background.
     func flush(_ request: Request, _ handle: UInt64) {

@@ -101,6 +101,11 @@ enum FuseOperations {
         ops.write_buf = { req, _, source, offset, info in
             fileSystem(req).write(Request(req!, "write"), info!.pointee.fh, source!, Int(offset))
         }
+        ops.copy_file_range = { req, _, offsetIn, infoIn, _, offsetOut, infoOut, length, _ in
+            fileSystem(req).copyFileRange(
+                Request(req!, "copy_file_range"), infoIn!.pointee.fh, Int(offsetIn), infoOut!.pointee.fh, Int(offsetOut),
+                length)
+        }
         ops.flush = { req, _, info in
             fileSystem(req).flush(Request(req!, "flush"), info!.pointee.fh)
         }

@@ -172,6 +172,20 @@ extension Replica {
         }
     }
 
+    /// `copy_file_range` between two open files: the source range is made present (as a read
+    /// would), then copied into the target's local file inside the kernel, as a write of the
+    /// target. Returns the count copied (fewer at the end of the source).
+    public func copyRange(
+        from source: OpenFile, at offset: UInt64, to target: OpenFile, at targetOffset: UInt64, count: Int
+    ) async throws(ReplicaError) -> Int {
+        let bytes = try await readable(source, offset: offset, count: count)
+        guard bytes.count > 0 else { return 0 }
+        return try write(target, offset: targetOffset, count: bytes.count) { fd in
+            try FileIO.copyRange(
+                from: source.fd, at: bytes.offset, to: FileDescriptor(rawValue: fd), at: targetOffset, count: bytes.count)
+        }
+    }
+
     /// Queues the written file now. With `durable`, returns only once the queued version
     /// survives a power loss. Runs on the caller's thread (chunking a large file takes a
     /// while: not on a task).

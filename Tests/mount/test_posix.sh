@@ -99,6 +99,44 @@ test_four_processes_of_random_operations() {
     eventually '(cd "$T/b/w" && find . -type f -exec sha256sum {} + | sort -k2) > "$T/b.sums" && cmp "$T/a.sums" "$T/b.sums"'
 }
 
+test_copy_file_range_copies_inside_the_daemon() {
+    mount_device a
+    head -c 3000000 /dev/urandom > "$T/source"
+    cp "$T/source" "$T/a/source"
+    sync_wait a
+    # Into a new file, into the middle of another, from a placeholder (a second device), and
+    # past the source's end (a short copy), each compared with the same copy on a local disk.
+    python3 - "$T" <<'PY'
+import os, sys
+t = sys.argv[1]
+def copy(src, dst, count, src_at, dst_at):
+    s = os.open(src, os.O_RDONLY)
+    d = os.open(dst, os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        return os.copy_file_range(s, d, count, src_at, dst_at)
+    finally:
+        os.close(s); os.close(d)
+for folder in (t, t + "/a"):
+    with open(folder + "/target", "wb") as f:
+        f.write(b"x" * 100000)
+    assert copy(folder + "/source", folder + "/target", 1 << 20, 12345, 5000) == 1 << 20
+    assert copy(folder + "/source", folder + "/copy", 3000000, 0, 0) == 3000000
+    assert copy(folder + "/source", folder + "/tail", 1 << 20, 2999000, 7) == 1000
+PY
+    for name in target copy tail; do cmp "$T/$name" "$T/a/$name"; done
+    sync_wait a
+    mount_device b
+    python3 - "$T/b" <<'PY'
+import os, sys
+b = sys.argv[1]
+s = os.open(b + "/source", os.O_RDONLY)
+d = os.open(b + "/fromplaceholder", os.O_CREAT | os.O_WRONLY, 0o644)
+assert os.copy_file_range(s, d, 500000, 2000000, 0) == 500000
+PY
+    cmp <(tail -c +2000001 "$T/source" | head -c 500000) "$T/b/fromplaceholder"
+    for name in target copy tail; do cmp "$T/$name" "$T/b/$name"; done
+}
+
 test_open_file_still_works_after_unlink() {
     mount_device a
     # As stress-ng and many programs do with temporary files: open, unlink, go on using the
