@@ -131,45 +131,53 @@ extension Replica {
         _ file: OpenFile, offset: UInt64, count: Int, copy: (Int32) throws -> Int
     ) throws(ReplicaError) -> Int {
         guard file.writable else { throw .invalidArgument("file not open for writing") }
-        stageAhead(of: file.id, in: offset..<offset + UInt64(count))
-        try state.withLock { state throws(ReplicaError) in
-            try preserveQueuedBytes(of: file.id, in: offset..<offset + UInt64(count), &state)
-            state.writesInFlight[file.id, default: 0] += 1
+        let id = file.id
+        return try fileLocks.withLock(id) { () throws(ReplicaError) -> Int in
+            try copyQueuedBytesAside(of: id, in: offset..<offset + UInt64(count))
+            // The first write into a clean copy is recorded before its bytes land: after a
+            // crash, a cache file that differs from its record is known as written (and
+            // queued as it is), never read as the version it was.
+            let firstWrite = state.withLock { state in
+                state.content[id]?.dirty == true ? nil : recordBeforeWrite(id, state).with(dirty: true)
+            }
+            if let firstWrite { try saveContent(id, firstWrite) }
+            state.withLock { $0.writesInFlight[id, default: 0] += 1 }
+            let copied = Result { try copy(file.fd.rawValue) }
+            return try state.withLock { state throws(ReplicaError) in
+                state.writesInFlight[id, default: 1] -= 1
+                if state.writesInFlight[id] == 0 { state.writesInFlight[id] = nil }
+                state.writeGeneration[id, default: 0] += 1
+                let count: Int
+                switch copied {
+                case .success(let copiedCount): count = copiedCount
+                case .failure(let error): throw .localFailure("cannot write the cache file of \(id)", error)
+                }
+                var record = recordBeforeWrite(id, state)
+                let end = offset + UInt64(count)
+                if !record.dirty { state.changedSinceClean[id] = ByteRanges() }
+                // A write past the end leaves a hole of zeros that are this file's own bytes.
+                if offset > record.size {
+                    record.present.insert(record.size..<offset)
+                    state.changedSinceClean[id]?.insert(record.size..<offset)
+                }
+                record.present.insert(offset..<end)
+                state.changedSinceClean[id]?.insert(offset..<end)
+                record.size = max(record.size, end)
+                record.dirty = true
+                state.content[id] = record
+                state.dirtyMtime[id] = Timestamp.now()
+                return count
+            }
         }
-        let copied = Result { try copy(file.fd.rawValue) }
-        return try state.withLock { state throws(ReplicaError) in
-            state.writesInFlight[file.id, default: 1] -= 1
-            if state.writesInFlight[file.id] == 0 { state.writesInFlight[file.id] = nil }
-            state.writeGeneration[file.id, default: 0] += 1
-            let count: Int
-            switch copied {
-            case .success(let copiedCount): count = copiedCount
-            case .failure(let error): throw .localFailure("cannot write the cache file of \(file.id)", error)
-            }
-            var record = state.content[file.id] ?? .empty
-            if state.content[file.id] == nil, let item = state.view.liveItem(file.id), item.size > 0 {
-                // A placeholder written without its download keeps its size, its bytes
-                // missing: `commit` then refuses it instead of queuing zeros or a cut file.
-                record = ContentRecord(
-                    chunks: item.chunks, size: item.size, present: ByteRanges(), dirty: false, pinned: false, lastAccess: 0)
-            }
-            let end = offset + UInt64(count)
-            let wasDirty = record.dirty
-            if !wasDirty { state.changedSinceClean[file.id] = ByteRanges() }
-            // A write past the end leaves a hole of zeros that are this file's own bytes.
-            if offset > record.size {
-                record.present.insert(record.size..<offset)
-                state.changedSinceClean[file.id]?.insert(record.size..<offset)
-            }
-            record.present.insert(offset..<end)
-            state.changedSinceClean[file.id]?.insert(offset..<end)
-            record.size = max(record.size, end)
-            record.dirty = true
-            state.content[file.id] = record
-            state.dirtyMtime[file.id] = Timestamp.now()
-            if !wasDirty { try saveContent(file.id, record) }
-            return count
-        }
+    }
+
+    /// The content record a write into `id` starts from. A placeholder written without its
+    /// download keeps its size, its bytes missing: `commit` then refuses it instead of
+    /// queuing zeros or a cut file.
+    private func recordBeforeWrite(_ id: ItemID, _ state: ReplicaState) -> ContentRecord {
+        if let record = state.content[id] { return record }
+        guard let item = state.view.liveItem(id), item.size > 0 else { return .empty }
+        return ContentRecord(chunks: item.chunks, size: item.size, present: ByteRanges(), dirty: false, pinned: false, lastAccess: 0)
     }
 
     /// `copy_file_range` between two open files: the source range is made present (as a read
@@ -285,42 +293,67 @@ extension Replica {
         var missing: [ContentChunker.Piece]
     }
 
-    /// Decides under the lock what a read needs; starts a new local file for a new version.
+    /// Decides under the state lock what a read needs. A new version first gets a new local
+    /// copy (`startNewCopy`, its file I/O outside the state lock).
     func prepareRead(_ id: ItemID, _ range: Range<UInt64>) throws(ReplicaError) -> ReadPlan {
-        try state.withLock { state throws(ReplicaError) in
-            var record = state.content[id] ?? .empty
-            record.lastAccess = Int64(Timestamp.now().seconds)
-            state.content[id]?.lastAccess = record.lastAccess
-            // A file written locally, or one deleted while open, reads its local bytes.
-            guard !record.dirty, let item = state.view.liveItem(id), item.kind == .file else {
-                // Bytes of the version it was based on that were never downloaded before
-                // the write (it was evicted meanwhile) are not zeros: an error, not data.
-                let end = min(range.upperBound, record.size)
-                if record.dirty, range.lowerBound < end, !record.present.missing(in: range.lowerBound..<end).isEmpty {
-                    throw .local("bytes of \(id) in \(range.lowerBound)..<\(end) were not downloaded before it was written")
+        while true {
+            let plan = try state.withLock { state throws(ReplicaError) -> ReadPlan? in
+                state.content[id]?.lastAccess = Int64(Timestamp.now().seconds)
+                let record = state.content[id] ?? .empty
+                // A file written locally, or one deleted while open, reads its local bytes.
+                guard !record.dirty, state.view.liveItem(id)?.kind == .file else {
+                    // Bytes of the version it was based on that were never downloaded before
+                    // the write (it was evicted meanwhile) are not zeros: an error, not data.
+                    let end = min(range.upperBound, record.size)
+                    if record.dirty, range.lowerBound < end, !record.present.missing(in: range.lowerBound..<end).isEmpty {
+                        throw .local("bytes of \(id) in \(range.lowerBound)..<\(end) were not downloaded before it was written")
+                    }
+                    return ReadPlan(size: record.size, chunks: record.chunks, missing: [])
                 }
-                return ReadPlan(size: record.size, chunks: record.chunks, missing: [])
+                guard versionToStart(id, state) == nil else { return nil }
+                let end = min(range.upperBound, record.size)
+                let gaps = range.lowerBound < end ? record.present.missing(in: range.lowerBound..<end) : []
+                return ReadPlan(size: record.size, chunks: record.chunks, missing: Replica.pieces(record.chunks, covering: gaps))
             }
-            // Close-to-open: while the file is open, a complete local copy of the version that
-            // was opened keeps being read; a newer version shows at the next open after all
-            // close (as a program that replaced a file keeps reading the old one).
-            let keepOpenedVersion = state.versionAtOpen[id] == record.chunks && state.content[id] != nil
-                && record.isComplete && record.chunks != item.chunks
-            if keepOpenedVersion {
-                return ReadPlan(size: record.size, chunks: record.chunks, missing: [])
-            }
-            if record.chunks != item.chunks || record.size != item.size || state.content[id] == nil {
-                record = ContentRecord(
+            if let plan { return plan }
+            try startNewCopy(of: id)
+        }
+    }
+
+    /// The item whose current version the local copy of `id` must start over for (it holds
+    /// another version, or none yet); nil when it holds the current one, is written locally,
+    /// or keeps the version that was opened.
+    private func versionToStart(_ id: ItemID, _ state: ReplicaState) -> Item? {
+        let record = state.content[id] ?? .empty
+        guard !record.dirty, let item = state.view.liveItem(id), item.kind == .file else { return nil }
+        // Close-to-open: while the file is open, a complete local copy of the version that
+        // was opened keeps being read; a newer version shows at the next open after all
+        // close (as a program that replaced a file keeps reading the old one).
+        let keepOpenedVersion = state.versionAtOpen[id] == record.chunks && state.content[id] != nil
+            && record.isComplete && record.chunks != item.chunks
+        guard !keepOpenedVersion else { return nil }
+        guard record.chunks != item.chunks || record.size != item.size || state.content[id] == nil else { return nil }
+        return item
+    }
+
+    /// Starts the local copy of `id` over, empty (sparse) at the size of its current
+    /// version; the chunks of queued versions it still holds are copied aside first.
+    private func startNewCopy(of id: ItemID) throws(ReplicaError) {
+        try fileLocks.withLock(id) { () throws(ReplicaError) in
+            guard let item = state.withLock({ versionToStart(id, $0) }) else { return }
+            try copyQueuedBytesAside(of: id, in: 0..<UInt64.max)
+            try setLength(of: id, to: item.size)
+            let record = state.withLock { state -> ContentRecord? in
+                // Another version may have arrived meanwhile: then the read starts over.
+                guard let current = versionToStart(id, state), current.chunks == item.chunks, current.size == item.size
+                else { return nil }
+                let record = ContentRecord(
                     chunks: item.chunks, size: item.size, present: ByteRanges(), dirty: false,
-                    pinned: record.pinned, lastAccess: record.lastAccess)
-                try preserveQueuedBytes(of: id, in: 0..<UInt64.max, &state)
-                try setLength(of: id, to: item.size)
+                    pinned: state.content[id]?.pinned ?? false, lastAccess: Int64(Timestamp.now().seconds))
                 state.content[id] = record
-                try saveContent(id, record)
+                return record
             }
-            let end = min(range.upperBound, record.size)
-            let gaps = range.lowerBound < end ? record.present.missing(in: range.lowerBound..<end) : []
-            return ReadPlan(size: record.size, chunks: record.chunks, missing: Replica.pieces(record.chunks, covering: gaps))
+            if let record { try saveContent(id, record) }
         }
     }
 
@@ -417,9 +450,11 @@ extension Replica {
     /// the file's size, under the state lock. A crash before a record only means those
     /// chunks are downloaded again.
     private func recordDownloadProgress(_ id: ItemID, version: [ChunkRef]) throws(ReplicaError) {
-        try state.withLock { state throws(ReplicaError) in
-            guard let record = state.content[id], record.chunks == version, !record.dirty else { return }
-            try saveContent(id, record)
+        try fileLocks.withLock(id) { () throws(ReplicaError) in
+            let record = state.withLock { state in
+                state.content[id].flatMap { $0.chunks == version && !$0.dirty ? $0 : nil }
+            }
+            if let record { try saveContent(id, record) }
         }
     }
 
@@ -427,17 +462,22 @@ extension Replica {
         try await downloads.run("\(id)/\(piece.offset)/\(piece.ref.hash)") { [self] in
             let data = try await readChunk(piece.ref, of: id)
             let path = files.contentPath(id)
-            // Written under the lock, after checking the file still holds `version`: a local
-            // write or a newer version must not get this chunk's bytes.
+            // Written under the file's lock, after checking the file still holds `version`: a
+            // local write or a newer version must not get this chunk's bytes.
             try await BlockingIO.run { [self] in
-                try state.withLock { state in
-                    guard var record = state.content[id], record.chunks == version, !record.dirty else { return }
+                try fileLocks.withLock(id) {
+                    @Sendable func holdsVersion(_ state: ReplicaState) -> Bool {
+                        state.content[id].map { $0.chunks == version && !$0.dirty } ?? false
+                    }
+                    guard state.withLock({ holdsVersion($0) }) else { return }
                     let fd = try FileDescriptor.open(path, .writeOnly, options: [.closeOnExec])
                     defer { try? fd.close() }
                     try FileIO.writeAll(fd, data, offset: piece.offset)
-                    record.present.insert(piece.range)
-                    state.content[id] = record
-                    state.storedChunks.insert(piece.ref.hash)
+                    state.withLock { state in
+                        guard holdsVersion(state) else { return }
+                        state.content[id]?.present.insert(piece.range)
+                        state.storedChunks.insert(piece.ref.hash)
+                    }
                 }
             }
         }
@@ -477,22 +517,34 @@ extension Replica {
 
     /// Sets the local file's length (its content must be present up to `size`).
     func resizeLocal(_ id: ItemID, to size: UInt64) throws(ReplicaError) {
-        stageAhead(of: id, in: size..<UInt64.max)
-        try state.withLock { state throws(ReplicaError) in
-            guard state.itemOfOpenHandle(id) != nil || state.content[id] != nil else { throw .notFound }
-            var record = state.content[id] ?? .empty
-            try preserveQueuedBytes(of: id, in: size..<UInt64.max, &state)
+        try fileLocks.withLock(id) { () throws(ReplicaError) in
+            // Counted as a write in flight: a commit chunking meanwhile starts again after it.
+            try state.withLock { state throws(ReplicaError) in
+                guard state.itemOfOpenHandle(id) != nil || state.content[id] != nil else { throw .notFound }
+                state.writesInFlight[id, default: 0] += 1
+            }
+            defer {
+                state.withLock { state in
+                    state.writesInFlight[id, default: 1] -= 1
+                    if state.writesInFlight[id] == 0 { state.writesInFlight[id] = nil }
+                }
+            }
+            try copyQueuedBytesAside(of: id, in: size..<UInt64.max)
             try setLength(of: id, to: size)
-            if !record.dirty { state.changedSinceClean[id] = ByteRanges() }
-            // Cut away, or grown with zeros: either way those bytes are not the old ones.
-            state.changedSinceClean[id]?.insert(min(size, record.size)..<max(size, record.size))
-            if size > record.size { record.present.insert(record.size..<size) }
-            record.present.truncate(to: size)
-            record.size = size
-            record.dirty = true
-            state.content[id] = record
-            state.writeGeneration[id, default: 0] += 1
-            state.dirtyMtime[id] = Timestamp.now()
+            let record = state.withLock { state in
+                var record = state.content[id] ?? .empty
+                if !record.dirty { state.changedSinceClean[id] = ByteRanges() }
+                // Cut away, or grown with zeros: either way those bytes are not the old ones.
+                state.changedSinceClean[id]?.insert(min(size, record.size)..<max(size, record.size))
+                if size > record.size { record.present.insert(record.size..<size) }
+                record.present.truncate(to: size)
+                record.size = size
+                record.dirty = true
+                state.content[id] = record
+                state.writeGeneration[id, default: 0] += 1
+                state.dirtyMtime[id] = Timestamp.now()
+                return record
+            }
             try saveContent(id, record)
         }
     }
@@ -508,29 +560,21 @@ extension Replica {
         }
     }
 
-    /// Before bytes of the content file of `id` in `range` change: the chunks of queued
-    /// versions whose only copy they are get copied aside (staged) first.
-    func preserveQueuedBytes(of id: ItemID, in range: Range<UInt64>, _ state: inout ReplicaState) throws(ReplicaError) {
-        let pieces = state.unstaged.take(of: id, overlapping: range)
+    /// Before bytes of the content file of `id` in `range` change, the chunks of queued
+    /// versions whose only copy they are get copied aside (staged: read, hashed, synced).
+    /// The caller holds the file's lock (so no commit names new chunks of it meanwhile), not
+    /// the state lock: other requests do not wait behind the copy.
+    func copyQueuedBytesAside(of id: ItemID, in range: Range<UInt64>) throws(ReplicaError) {
+        let pieces = state.withLock { $0.unstaged.pieces(of: id, overlapping: range) }
         guard !pieces.isEmpty else { return }
         do {
             for changed in try copyAside(pieces, of: id) {
                 logger.error("queued chunk \(changed.ref.hash) of \(id) changed before it was uploaded")
             }
         } catch {
-            state.unstaged.add(pieces, of: id)
             throw .localFailure("cannot copy queued bytes of \(id) aside before changing them", error)
         }
-    }
-
-    /// Copies aside, without holding the state lock, the queued chunks a write (or a
-    /// truncation) of `range` is about to change (reading, hashing and syncing up to a few MiB): the write's own
-    /// `preserveQueuedBytes` under the lock then finds them staged and does no I/O, so other
-    /// requests do not wait behind it. Best effort: whatever this misses, that one copies.
-    private func stageAhead(of id: ItemID, in range: Range<UInt64>) {
-        let pieces = state.withLock { $0.unstaged.pieces(of: id, overlapping: range) }
-        guard !pieces.isEmpty else { return }
-        _ = try? copyAside(pieces, of: id)
+        _ = state.withLock { $0.unstaged.take(of: id, overlapping: range) }
     }
 
     /// Stages the chunks of `pieces` not staged yet, read from the content file of `id`;
@@ -581,51 +625,58 @@ extension Replica {
                 ).pieces
             } catch {
                 // Truncated while it was read: chunk it again as it is now.
-                if state.withLock({ $0.writeGeneration[id, default: 0] }) != snapshot.generation { continue }
+                let changed = state.withLock {
+                    $0.writeGeneration[id, default: 0] != snapshot.generation || $0.writesInFlight[id] != nil
+                }
+                if changed { continue }
                 throw .localFailure("cannot read the cache file of \(id) to queue it", error)
             }
-            let done = try state.withLock { state throws(ReplicaError) -> Bool in
-                guard var record = state.content[id], record.dirty else { return true }
-                guard state.writeGeneration[id, default: 0] == snapshot.generation, state.writesInFlight[id] == nil else {
-                    return false
+            // Under the file's lock: the chunks it queues must not appear while a write is
+            // copying that file's queued bytes aside.
+            let done = try fileLocks.withLock(id) { () throws(ReplicaError) -> Bool in
+                let finished = try state.withLock { state throws(ReplicaError) -> (done: Bool, save: ContentRecord?) in
+                    guard var record = state.content[id], record.dirty else { return (true, nil) }
+                    guard state.writeGeneration[id, default: 0] == snapshot.generation, state.writesInFlight[id] == nil else {
+                        return (false, nil)
+                    }
+                    // Bytes never downloaded read as zeros in the cache file: queuing them would
+                    // replace the file's content with zeros everywhere, for good.
+                    guard record.present.coveredBytes(below: snapshot.size) == snapshot.size else {
+                        throw .local(
+                            "\(state.view.path(of: id) ?? id.rawValue) is not completely downloaded "
+                                + "(\(record.present.coveredBytes(below: snapshot.size)) of \(snapshot.size) bytes): not queued")
+                    }
+                    let chunks = pieces.map(\.ref)
+                    let written = state.dirtyMtime[id] != nil
+                    let mtime = state.dirtyMtime[id] ?? Timestamp.now()
+                    let mode = state.dirtyMode.removeValue(forKey: id)
+                    record.chunks = chunks
+                    record.size = snapshot.size
+                    record.present = ByteRanges([0..<snapshot.size])
+                    record.dirty = false
+                    state.content[id] = record
+                    state.changedSinceClean[id] = nil
+                    state.dirtyMtime[id] = nil
+                    guard let item = state.view.item(id), !item.deleted || !state.unlinkedHere.contains(id) else {
+                        return (true, record)  // unlinked here while open: the bytes go with it
+                    }
+                    // Deleted on another device while open here: the edit is queued anyway and
+                    // revives the file (an edit beats a delete).
+                    let unchanged = !item.deleted && item.chunks == chunks && item.size == snapshot.size
+                    if unchanged && !written && mode == nil {  // created and closed without a write: nothing to queue
+                        return (true, record)
+                    }
+                    let op = ItemOperation.update(.init(
+                        id: id, base: 0, content: unchanged ? nil : Content(size: snapshot.size, chunks: chunks),
+                        mode: mode, mtime: unchanged && !written ? nil : mtime))
+                    let base = state.openedBase[id] ?? state.device.base(of: id)
+                    enqueue([(op, unchanged ? nil : base)], &state, content: [id])
+                    if !unchanged { state.unstaged.add(pieces.filter { !state.storedChunks.contains($0.ref.hash) }, of: id) }
+                    if state.openedBase[id] != nil { state.openedBase[id] = state.device.base(of: id) }
+                    return (true, nil)
                 }
-                // Bytes never downloaded read as zeros in the cache file: queuing them would
-                // replace the file's content with zeros everywhere, for good.
-                guard record.present.coveredBytes(below: snapshot.size) == snapshot.size else {
-                    throw .local(
-                        "\(state.view.path(of: id) ?? id.rawValue) is not completely downloaded "
-                            + "(\(record.present.coveredBytes(below: snapshot.size)) of \(snapshot.size) bytes): not queued")
-                }
-                let chunks = pieces.map(\.ref)
-                let written = state.dirtyMtime[id] != nil
-                let mtime = state.dirtyMtime[id] ?? Timestamp.now()
-                let mode = state.dirtyMode.removeValue(forKey: id)
-                record.chunks = chunks
-                record.size = snapshot.size
-                record.present = ByteRanges([0..<snapshot.size])
-                record.dirty = false
-                state.content[id] = record
-                state.changedSinceClean[id] = nil
-                state.dirtyMtime[id] = nil
-                guard let item = state.view.item(id), !item.deleted || !state.unlinkedHere.contains(id) else {
-                    try saveContent(id, record)  // unlinked here while open: the bytes go with it
-                    return true
-                }
-                // Deleted on another device while open here: the edit is queued anyway and
-                // revives the file (an edit beats a delete).
-                let unchanged = !item.deleted && item.chunks == chunks && item.size == snapshot.size
-                if unchanged && !written && mode == nil {  // created and closed without a write: nothing to queue
-                    try saveContent(id, record)
-                    return true
-                }
-                let op = ItemOperation.update(.init(
-                    id: id, base: 0, content: unchanged ? nil : Content(size: snapshot.size, chunks: chunks),
-                    mode: mode, mtime: unchanged && !written ? nil : mtime))
-                let base = state.openedBase[id] ?? state.device.base(of: id)
-                enqueue([(op, unchanged ? nil : base)], &state, content: [id])
-                if !unchanged { state.unstaged.add(pieces.filter { !state.storedChunks.contains($0.ref.hash) }, of: id) }
-                if state.openedBase[id] != nil { state.openedBase[id] = state.device.base(of: id) }
-                return true
+                if let record = finished.save { try saveContent(id, record) }
+                return finished.done
             }
             if done { break }
         }

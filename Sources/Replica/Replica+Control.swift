@@ -13,39 +13,67 @@ extension Replica {
     /// placeholder again; size and dates stay. Refused with `busy` for a file with changes
     /// not yet uploaded or that is open (for a folder, after evicting everything else).
     public func evict(_ id: ItemID) throws(ReplicaError) {
-        let refused = try state.withLock { state throws(ReplicaError) -> [String] in
+        let (kind, candidates, pending, busy) = try state.withLock {
+            state throws(ReplicaError) -> (ItemKind, [ItemID], Set<ItemID>, [String]) in
             guard let item = state.view.liveItem(id) else { throw .notFound }
-            var refused: [String] = []
             let pending = state.itemsWithPendingChanges
+            var candidates: [ItemID] = []
+            var busy: [String] = []
             for file in files(below: item, state) {
                 if let why = whyBusy(file, state, pending) {
-                    refused.append("\(state.view.path(of: file) ?? file.rawValue) \(why)")
-                    continue
+                    busy.append("\(state.view.path(of: file) ?? file.rawValue) \(why)")
+                } else {
+                    candidates.append(file)
                 }
-                try preserveQueuedBytes(of: file, in: 0..<UInt64.max, &state)  // owed chunks
+            }
+            return (item.kind, candidates, pending, busy)
+        }
+        var refused = busy
+        for file in candidates {
+            if let why = try evictFile(file, pending) { refused.append(why) }
+        }
+        if kind == .folder {
+            try fileLocks.withLock(id) { () throws(ReplicaError) in
+                let unpinned = state.withLock { state -> Bool in
+                    guard state.content[id]?.pinned == true else { return false }
+                    state.content[id] = nil
+                    return true
+                }
+                if unpinned { try saveContent(id, nil) }
+            }
+        }
+        if !refused.isEmpty { throw .busy(refused.joined(separator: "; ")) }
+    }
+
+    /// Drops the local copy of `file`, unless it became busy meanwhile: then says why.
+    private func evictFile(_ file: ItemID, _ pending: Set<ItemID>) throws(ReplicaError) -> String? {
+        try fileLocks.withLock(file) { () throws(ReplicaError) -> String? in
+            try copyQueuedBytesAside(of: file, in: 0..<UInt64.max)  // owed chunks
+            let busy = state.withLock { state -> String? in
+                if let why = whyBusy(file, state, pending) { return "\(state.view.path(of: file) ?? file.rawValue) \(why)" }
                 state.content[file] = nil
                 state.downloadRequested.remove(file)
                 state.downloadErrors[file] = nil
-                try saveContent(file, nil)
-                self.files.removeContent(file)
+                return nil
             }
-            if item.kind == .folder, state.content[id]?.pinned == true {
-                state.content[id] = nil
-                try saveContent(id, nil)
-            }
-            return refused
+            guard busy == nil else { return busy }
+            try saveContent(file, nil)
+            files.removeContent(file)
+            return nil
         }
-        if !refused.isEmpty { throw .busy(refused.joined(separator: "; ")) }
     }
 
     /// Pins ("keep downloaded": downloaded now and never evicted) or unpins an item. A
     /// pinned folder pins everything below it, also what arrives later.
     public func setPinned(_ id: ItemID, _ pinned: Bool) throws(ReplicaError) {
-        try state.withLock { state throws(ReplicaError) in
-            guard state.view.liveItem(id) != nil else { throw .notFound }
-            var record = state.content[id] ?? ContentRecord.empty
-            record.pinned = pinned
-            state.content[id] = record
+        try fileLocks.withLock(id) { () throws(ReplicaError) in
+            let record = try state.withLock { state throws(ReplicaError) in
+                guard state.view.liveItem(id) != nil else { throw .notFound }
+                var record = state.content[id] ?? ContentRecord.empty
+                record.pinned = pinned
+                state.content[id] = record
+                return record
+            }
             try saveContent(id, record)
         }
         if pinned { startDownload(id) }

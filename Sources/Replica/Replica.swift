@@ -20,16 +20,20 @@ public final class Replica: Sendable {
     let chunker: Chunker
     let deviceID: String
     let logger: Logger
-    /// Lock order, outermost first; a lock is only ever taken while holding those above it:
+    /// Lock order, outermost first; a lock is only ever taken while holding those above it
+    /// (docs/ARCHITECTURE.md, "Threads and locks"):
     /// 1. `syncLock` (async: one pull or push at a time; held across store calls);
-    /// 2. `state` (the namespace, queue and content records: memory only, but `database.write`
-    ///    and some cache file I/O still run under it, see docs/ARCHITECTURE.md);
-    /// 3. the state database's `order` lock and GRDB's writer queue (`database.write`);
-    /// 4. small leaf mutexes (`pushPending`, `changeObserver`, `DownloadTable`, ...).
+    /// 2. `fileLocks`, one file's (its local copy: copying queued bytes aside, `pwrite` of a
+    ///    downloaded chunk, `ftruncate`, its content record in the database); never two;
+    /// 3. `state` (the namespace: view, queue and content records, in memory; no file I/O
+    ///    under it, only the sync engine's own small database writes and a pull's apply);
+    /// 4. the state database's `order` lock and GRDB's writer queue (`database.write`);
+    /// 5. small leaf mutexes (`pushPending`, `changeObserver`, `DownloadTable`, ...).
     /// So nothing that runs on the database's writer queue (an `asyncWrite` completion, a
     /// `writeSoon` closure) may take `state`: a writer waiting for it while `state` waits for
     /// the writer is a deadlock. Such completions hop to another thread first.
     let state: Mutex<ReplicaState>
+    let fileLocks = FileLocks()
     let syncLock = AsyncLock()
     let wakeup = WakeupSignal()
     /// A wake-up for local changes is already scheduled (see `pushAfterPause`).
@@ -193,14 +197,12 @@ public final class Replica: Sendable {
     /// before its save is handed out again after the restart (the kernel knew it only in
     /// the mount that ended).
     func saveInodes() {
-        state.withLock { state in
-            let assignments = state.inodes.takeUnsaved()
-            guard !assignments.isEmpty else { return }
-            do {
-                try database.write { db in try database.saveInodes(assignments, db) }
-            } catch {
-                logger.error("cannot record inode numbers in \(files.databasePath): \(error)")
-            }
+        let assignments = state.withLock { $0.inodes.takeUnsaved() }
+        guard !assignments.isEmpty else { return }
+        do {
+            try database.write { db in try database.saveInodes(assignments, db) }
+        } catch {
+            logger.error("cannot record inode numbers in \(files.databasePath): \(error)")
         }
     }
 

@@ -1,7 +1,8 @@
 import ContainerFormat
 
-/// Everything a replica keeps in memory, behind one lock (`Replica.state`). No I/O and no
-/// `await` while it is held, except the state database write that records the same change.
+/// Everything a replica keeps in memory, behind one lock (`Replica.state`). No file I/O and
+/// no `await` while it is held; the only database writes under it are the sync engine's own
+/// (a batch in flight, a pull's apply). A file's I/O runs under its `Replica.fileLocks`.
 struct ReplicaState: Sendable {
     var device: DeviceView
     var nextLocalID: Int64

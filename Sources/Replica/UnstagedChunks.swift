@@ -3,7 +3,7 @@ import ContainerFormat
 /// Chunks of queued versions whose only copy is still in their content files: where each
 /// one's bytes are until it is uploaded. Saving a file costs no copy of its bytes; a write,
 /// truncation or eviction that would change such bytes first copies them aside (staging,
-/// see `Replica.preserveQueuedBytes`), and uploads check every chunk's hash when they read it.
+/// see `Replica.copyQueuedBytesAside`), and uploads check every chunk's hash when they read it.
 struct UnstagedChunks: Sendable {
     private var piecesByItem: [ItemID: [ContentChunker.Piece]] = [:]
     private var itemsByHash: [ChunkHash: Set<ItemID>] = [:]
