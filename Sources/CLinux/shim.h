@@ -11,6 +11,8 @@ int mallopt(int param, int value);
 #define ICLOUDFS_M_MMAP_THRESHOLD (-3)
 // lseek's SEEK_DATA (also _GNU_SOURCE only): where the next bytes that are not a hole start.
 #define ICLOUDFS_SEEK_DATA 3
+// and SEEK_HOLE: where the next hole starts (the end of the file counts as one).
+#define ICLOUDFS_SEEK_HOLE 4
 #include <sys/types.h>
 // copy_file_range (_GNU_SOURCE only): copies between two files inside the kernel.
 ssize_t copy_file_range(int infd, __off64_t *pinoff, int outfd, __off64_t *poutoff, size_t length, unsigned int flags);

@@ -16,6 +16,21 @@ public struct ChunkHash: Hashable, Comparable, Sendable, CustomStringConvertible
         self.init(digest: SHA256.hash(data: buffer))
     }
 
+    /// The hash of `count` zero bytes (a hole's chunk), without a buffer that large.
+    public init(ofZeros count: Int) {
+        let zeros = [UInt8](repeating: 0, count: min(count, 64 << 10))
+        var hasher = SHA256()
+        var left = count
+        zeros.withUnsafeBytes { block in
+            while left > 0 {
+                let step = min(left, block.count)
+                hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: block[0..<step]))
+                left -= step
+            }
+        }
+        self.init(digest: hasher.finalize())
+    }
+
     private init(digest: SHA256.Digest) {
         self = digest.withUnsafeBytes { ChunkHash(bytes: $0) }
     }

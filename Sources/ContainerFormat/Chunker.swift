@@ -1,8 +1,15 @@
-/// Content-defined chunking (FastCDC-style gear hash with normalized chunking).
+import Synchronization
+
+/// Content-defined chunking (FastCDC-style gear hash with normalized chunking), with long
+/// runs of zeros cut apart from the data around them.
 ///
-/// A boundary depends only on the 64 bytes before it, so an edit moves the boundaries near
-/// it and no others: an insert near the start of a file changes a chunk or two, not every
-/// chunk after it. With the defaults, chunks are 256 KiB to 4 MiB, about 1 MiB on average.
+/// A boundary depends only on the bytes near it, so an edit moves the boundaries near it and
+/// no others: an insert near the start of a file changes a chunk or two, not every chunk
+/// after it. With the defaults, chunks are 256 KiB to 4 MiB, about 1 MiB on average. The gear
+/// hash never matches inside zeros, so without the zero rule a sparse file's chunks would be
+/// `max` long and their phase set by the file's start: one new boundary early in the file
+/// would move every later one. A run of at least `zeroRunSize` zeros therefore ends the
+/// chunk before it and is cut into chunks of its own, ending where the zeros end.
 public struct Chunker: Sendable {
     public let parameters: ChunkingParameters
     private let gear: [UInt64]
@@ -10,6 +17,7 @@ public struct Chunker: Sendable {
     /// cluster around the average ("normalized chunking", level 2).
     private let maskBeforeAverage: UInt64
     private let maskAfterAverage: UInt64
+    public let zeroHashes = ZeroHashes()
 
     public init(_ parameters: ChunkingParameters = .standard) {
         self.parameters = parameters
@@ -21,13 +29,48 @@ public struct Chunker: Sendable {
 
     /// The length of the chunk that starts at `buffer`'s first byte. `isFinal` says the
     /// buffer holds the rest of the file; otherwise nil means "give me more bytes" (the
-    /// buffer is shorter than the largest chunk and no boundary was found).
+    /// buffer is shorter than the largest chunk and holds too little to decide). A boundary
+    /// may depend on up to `zeroRunSize` bytes after it (whether a run of zeros follows).
     public func chunkLength(in buffer: UnsafeRawBufferPointer, isFinal: Bool) -> Int? {
         let count = buffer.count
-        let minimum = parameters.minimumSize
         let maximum = parameters.maximumSize
-        if count <= minimum { return isFinal ? count : nil }
+        let run = parameters.zeroRunSize
         let end = min(count, maximum)
+        let complete = isFinal || count >= maximum
+        let zeros = Chunker.leadingZeros(in: buffer, end: end)
+        if zeros == end && !complete { return nil }
+        if let length = zeroChunkLength(zeros: zeros, end: end) { return length }
+        let cut = gearBoundary(in: buffer, end: end)
+        if let start = Chunker.firstZeroRun(in: buffer, end: end, before: cut ?? end, length: run) { return start }
+        // A run that starts before the boundary may reach past the bytes given.
+        if let cut { return complete || cut - 1 + run <= count ? cut : nil }
+        return complete ? end : nil
+    }
+
+    /// The length of a chunk that starts with `zeros` zero bytes, counted up to `end` (the
+    /// largest chunk or the rest of the file), if they decide it: a long run is cut into
+    /// chunks of `max` bytes, then of powers of two (so a run of any length is made of a few
+    /// chunk sizes, each stored once in a container); nil for a chunk of data.
+    public func zeroChunkLength(zeros: Int, end: Int) -> Int? {
+        if zeros >= parameters.maximumSize { return parameters.maximumSize }
+        if zeros >= parameters.zeroRunSize { return 1 << (Int.bitWidth - 1 - zeros.leadingZeroBitCount) }
+        return zeros == end ? end : nil  // zeros up to the end of the file
+    }
+
+    /// Whether `ref` is one of the chunks `zeroChunkLength` cuts a long run into. Such a
+    /// boundary depends on up to `ref.size` bytes after it (where the zeros end).
+    public func isZeroRunChunk(_ ref: ChunkRef) -> Bool {
+        let size = Int(ref.size)
+        guard size == parameters.maximumSize || (size >= parameters.zeroRunSize && size.nonzeroBitCount == 1) else {
+            return false
+        }
+        return ref.hash == zeroHashes.hash(size)
+    }
+
+    /// The gear hash's boundary in `buffer[..<end]` (just after the byte that matched), if any.
+    private func gearBoundary(in buffer: UnsafeRawBufferPointer, end: Int) -> Int? {
+        let minimum = parameters.minimumSize
+        guard minimum < end else { return nil }
         let average = min(end, parameters.averageSize)
         var hash: UInt64 = 0
         var i = minimum
@@ -43,9 +86,48 @@ public struct Chunker: Sendable {
                 i += 1
             }
         }
-        if i < end { return i + 1 }
-        if end == maximum || isFinal { return end }
-        return nil
+        return i < end ? i + 1 : nil
+    }
+
+    /// How many zero bytes `buffer` starts with, up to `end`.
+    public static func leadingZeros(in buffer: UnsafeRawBufferPointer, end: Int) -> Int {
+        var i = 0
+        while i + 8 <= end {
+            let word = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            if word != 0 { return i + word.trailingZeroBitCount / 8 }
+            i += 8
+        }
+        while i < end, buffer[i] == 0 { i += 1 }
+        return i
+    }
+
+    /// The start of the first run of at least `length` zeros in `buffer[..<end]` that starts
+    /// after a non-zero byte and before `limit`. `length` is at least 64, so a run spans words.
+    static func firstZeroRun(in buffer: UnsafeRawBufferPointer, end: Int, before limit: Int, length: Int) -> Int? {
+        let scanEnd = min(end, limit - 1 + length)  // far enough to see a run that starts before `limit`
+        var runStart = 0  // just after the last non-zero byte seen
+        // Whether the zeros from `runStart` up to `position` make a run.
+        func isRun(upTo position: Int) -> Bool { runStart > 0 && position - runStart >= length }
+        var i = 0
+        while i < scanEnd {
+            if i + 8 <= scanEnd {
+                let word = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+                i += 8
+                guard word != 0 else {
+                    if isRun(upTo: i) { break }
+                    continue
+                }
+                if isRun(upTo: i - 8 + word.trailingZeroBitCount / 8) { break }
+                runStart = i - 8 + (63 - word.leadingZeroBitCount) / 8 + 1
+            } else {
+                i += 1
+                guard buffer[i - 1] != 0 else { continue }
+                if isRun(upTo: i - 1) { break }
+                runStart = i
+            }
+            if runStart >= limit { return nil }
+        }
+        return isRun(upTo: i) && runStart < limit ? runStart : nil
     }
 
     /// Lengths of the chunks of a whole buffer, in order.
@@ -66,6 +148,24 @@ public struct Chunker: Sendable {
     }
 }
 
+/// The hashes of runs of zeros by length, each computed once (a chunker's zero chunks come
+/// in a few sizes).
+public final class ZeroHashes: Sendable {
+    private let known = Mutex<[Int: ChunkHash]>([:])
+
+    public init() {}
+
+    public func hash(_ count: Int) -> ChunkHash {
+        if let hash = known.withLock({ $0[count] }) { return hash }
+        let hash = ChunkHash(ofZeros: count)
+        known.withLock { known in
+            if known.count >= 256 { known.removeAll() }  // odd lengths (a file's zero tail) come and go
+            known[count] = hash
+        }
+        return hash
+    }
+}
+
 /// How a container cuts files into chunks; recorded in its identity so that every device
 /// cuts the same way (equal content, equal chunks, stored once).
 public struct ChunkingParameters: Hashable, Codable, Sendable {
@@ -74,6 +174,9 @@ public struct ChunkingParameters: Hashable, Codable, Sendable {
     public var averageSize: Int
     public var maximumSize: Int
     public var gearSeed: UInt64
+
+    /// Runs of zeros at least this long are chunks of their own (not recorded: derived).
+    public var zeroRunSize: Int { max(64, minimumSize / 4) }
 
     public static let standard = ChunkingParameters(
         minimumSize: 256 << 10, averageSize: 1 << 20, maximumSize: 4 << 20, gearSeed: 0x6963_6c6f_7564_6673)

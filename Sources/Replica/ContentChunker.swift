@@ -11,12 +11,13 @@ import Glibc
 
 /// Cuts a local content file into the container's chunks. Given the chunks of the version
 /// the file held before and the byte ranges written since, only the chunks around those
-/// writes are read and hashed: a chunk boundary depends only on the bytes since the chunk's
-/// start, so the chunks before the first changed byte are the same, and once a new boundary
-/// falls on an old one past the changes, the old chunks after it are the same too (until
-/// the next change). A 4 KiB write into a 4 GiB file costs a few MiB read, not 4 GiB.
-/// Holes (`SEEK_HOLE`) are not read: a run of zeros at a chunk start is always cut the same
-/// way, into one known all-zero chunk.
+/// writes are read and hashed: a chunk boundary depends only on the bytes from the chunk's
+/// start to a little past it (`zeroRunSize`), so the chunks before the first changed byte are
+/// the same, and once a new boundary falls on an old one past the changes, the old chunks
+/// after it are the same too (until the next change). Long runs of zeros are chunks of their
+/// own (`Chunker`), so in a sparse file the boundaries line up again at the next hole: a 4 KiB
+/// write into a 4 GiB file costs a few MiB read at most, not 4 GiB. Holes (`SEEK_DATA`,
+/// `SEEK_HOLE`) are never read: their chunks are hashed from their length alone.
 struct ContentChunker {
     let chunker: Chunker
 
@@ -38,7 +39,7 @@ struct ContentChunker {
         of fd: FileDescriptor, size: UInt64, previous: [ChunkRef] = [], changed: ByteRanges? = nil
     ) throws -> (pieces: [Piece], work: Work) {
         var reader = Reader(fd: fd, size: size, maximum: chunker.parameters.maximumSize)
-        let reusable = Reusable(previous: previous, changed: changed, size: size)
+        let reusable = Reusable(previous: previous, changed: changed, size: size, chunker: chunker)
         var pieces: [Piece] = []
         var position: UInt64 = 0
         var next = 0  // into reusable.pieces: the first whose offset is >= position
@@ -51,15 +52,10 @@ struct ContentChunker {
                 next += 1
             }
             guard position < size else { break }
-            pieces.append(try reader.chunk(at: position, with: chunker, zero: zeroChunk))
+            pieces.append(try reader.chunk(at: position, with: chunker))
             position += UInt64(pieces.last!.ref.size)
         }
         return (pieces, reader.work)
-    }
-
-    /// The chunk a run of at least `maximumSize` zeros is cut into at a chunk start.
-    private var zeroChunk: ChunkRef {
-        ZeroChunks.chunk(for: chunker)
     }
 }
 
@@ -68,7 +64,9 @@ private struct Reusable {
     let pieces: [ContentChunker.Piece]
     private let clean: [Bool]
 
-    init(previous: [ChunkRef], changed: ByteRanges?, size: UInt64) {
+    /// A boundary depends on some bytes after it (`Chunker.chunkLength`): a chunk followed
+    /// by changed bytes that close is cut anew.
+    init(previous: [ChunkRef], changed: ByteRanges?, size: UInt64, chunker: Chunker) {
         guard var changed, !previous.isEmpty else {
             pieces = []
             clean = []
@@ -82,14 +80,18 @@ private struct Reusable {
             changed.insert(min(pieces.last!.offset, size)..<max(previousSize, size))
         }
         self.pieces = pieces
-        clean = pieces.map { $0.range.upperBound <= size && !changed.overlaps($0.range) }
+        clean = pieces.map { piece in
+            let lookahead = chunker.isZeroRunChunk(piece.ref) ? piece.ref.size : UInt32(chunker.parameters.zeroRunSize)
+            return piece.range.upperBound <= size
+                && !changed.overlaps(piece.range.lowerBound..<piece.range.upperBound + UInt64(lookahead))
+        }
     }
 
     func isClean(_ index: Int) -> Bool { clean[index] }
 }
 
-/// Reads the file forward in blocks of up to two maximum chunks, never reading a hole
-/// that spans a whole chunk.
+/// Reads the file forward, never reading a hole: a chunk's window stops shortly after the
+/// start of a hole long enough to end it.
 private struct Reader {
     let fd: FileDescriptor
     let size: UInt64
@@ -103,33 +105,70 @@ private struct Reader {
         self.fd = fd
         self.size = size
         self.maximum = maximum
-        // Small files (most files) need a small buffer: no 8 MiB to fault in per save.
-        let capacity = Int(min(UInt64(maximum * 2), max(size, 1)))
+        // Small files (most files) need a small buffer: no 4 MiB to fault in per save.
+        let capacity = Int(min(UInt64(maximum), max(size, 1)))
         buffer = [UInt8](unsafeUninitializedCapacity: capacity) { _, count in count = capacity }
     }
 
     /// The chunk that starts at `position` (a chunk boundary).
-    mutating func chunk(at position: UInt64, with chunker: Chunker, zero: ChunkRef) throws -> ContentChunker.Piece {
-        if position + UInt64(maximum) <= size, isHole(position..<position + UInt64(maximum)) {
-            return .init(offset: position, ref: zero)
+    mutating func chunk(at position: UInt64, with chunker: Chunker) throws -> ContentChunker.Piece {
+        let window = Int(min(UInt64(maximum), size - position))
+        let run = UInt64(chunker.parameters.zeroRunSize)
+        // A chunk that starts with a long run of zeros ends where they do (`Chunker`).
+        let checked = min(UInt64(window), run)
+        if try zeros(from: position, upTo: position + checked) == checked {
+            let zeros = Int(try zeros(from: position, upTo: position + UInt64(window)))
+            let length = chunker.zeroChunkLength(zeros: zeros, end: window)!  // a run, or zeros to the end
+            return .init(offset: position, ref: ChunkRef(hash: chunker.zeroHashes.hash(length), size: UInt32(length)))
         }
-        let available = try fill(from: position)
+        // Data: read no further than just past a hole that will end this chunk.
+        if let holeAhead = firstHole(from: position, before: position + UInt64(window), length: run),
+            let piece = try chunk(at: position, count: min(window, Int(holeAhead + run - position)), with: chunker)
+        {
+            return piece
+        }
+        return try chunk(at: position, count: window, with: chunker)!
+    }
+
+    /// The chunk at `position` found in the next `count` bytes, if they are enough to tell.
+    private mutating func chunk(at position: UInt64, count: Int, with chunker: Chunker) throws -> ContentChunker.Piece? {
+        let available = try fill(from: position, count: count)
         let isFinal = position + UInt64(available) >= size
         return buffer.withUnsafeBytes { raw in
             let start = Int(position - bufferOffset)
             let window = UnsafeRawBufferPointer(rebasing: raw[start..<start + available])
-            // The window holds a maximum chunk or the rest of the file: a length is certain.
-            let length = chunker.chunkLength(in: window, isFinal: isFinal)!
+            guard let length = chunker.chunkLength(in: window, isFinal: isFinal) else { return nil }
             work.chunksHashed += 1
             let bytes = UnsafeRawBufferPointer(rebasing: raw[start..<start + length])
             return .init(offset: position, ref: ChunkRef(hash: ChunkHash(of: bytes), size: UInt32(length)))
         }
     }
 
-    /// Makes the buffer hold a maximum chunk from `position`, or the rest of the file;
-    /// returns how many bytes from `position` it holds.
-    private mutating func fill(from position: UInt64) throws -> Int {
-        let wanted = Int(min(UInt64(maximum), size - position))
+    /// How many zero bytes start at `position`, up to `limit`: holes are skipped, not read.
+    private mutating func zeros(from position: UInt64, upTo limit: UInt64) throws -> UInt64 {
+        var at = position
+        while at < limit {
+            let data = nextData(from: at)
+            if data > at {
+                at = min(data, limit)
+                continue
+            }
+            let end = min(nextHole(from: at), limit, at + UInt64(buffer.count))
+            let count = try fill(from: at, count: Int(end - at))
+            let zeros = buffer.withUnsafeBytes { raw in
+                let start = Int(at - bufferOffset)
+                return Chunker.leadingZeros(in: UnsafeRawBufferPointer(rebasing: raw[start..<start + count]), end: count)
+            }
+            at += UInt64(zeros)
+            if zeros < count { break }
+        }
+        return min(at, limit) - position
+    }
+
+    /// Makes the buffer hold the `count` bytes from `position` (fewer at the end of the
+    /// file); returns how many it holds.
+    private mutating func fill(from position: UInt64, count: Int) throws -> Int {
+        let wanted = Int(min(UInt64(count), size - position))
         let end = bufferOffset + UInt64(filled)
         if position >= bufferOffset, position + UInt64(wanted) <= end { return wanted }
         // Keep what is already read from `position` on; read the rest after it.
@@ -143,13 +182,11 @@ private struct Reader {
         }
         bufferOffset = position
         filled = kept
-        let capacity = buffer.count
-        let target = Int(min(UInt64(capacity), size - position))
-        while filled < target {
+        while filled < wanted {
             let got = try buffer.withUnsafeMutableBytes { raw in
                 try fd.read(
                     fromAbsoluteOffset: Int64(bufferOffset) + Int64(filled),
-                    into: UnsafeMutableRawBufferPointer(rebasing: raw[filled..<target]))
+                    into: UnsafeMutableRawBufferPointer(rebasing: raw[filled..<wanted]))
             }
             if got == 0 { throw Errno.ioError }  // shorter than recorded: truncated meanwhile
             filled += got
@@ -158,26 +195,29 @@ private struct Reader {
         return wanted
     }
 
-    /// Whether `range` holds no data at all (`SEEK_DATA` finds none before its end).
-    private func isHole(_ range: Range<UInt64>) -> Bool {
-        let data = lseek(fd.rawValue, off_t(range.lowerBound), ICLOUDFS_SEEK_DATA)
-        if data < 0 { return errno == ENXIO }  // no data from here to the end of the file
-        return UInt64(data) >= range.upperBound
-    }
-}
-
-/// The all-zero chunk of each chunker, computed once.
-private enum ZeroChunks {
-    private static let cache = Mutex<[ChunkingParameters: ChunkRef]>([:])
-
-    static func chunk(for chunker: Chunker) -> ChunkRef {
-        if let known = cache.withLock({ $0[chunker.parameters] }) { return known }
-        let zeros = [UInt8](repeating: 0, count: chunker.parameters.maximumSize)
-        let ref = zeros.withUnsafeBytes { raw in
-            let length = chunker.chunkLength(in: raw, isFinal: false)!
-            return ChunkRef(hash: ChunkHash(of: UnsafeRawBufferPointer(rebasing: raw[0..<length])), size: UInt32(length))
+    /// The start of the first hole of at least `length` bytes that starts in `position..<end`.
+    private func firstHole(from position: UInt64, before end: UInt64, length: UInt64) -> UInt64? {
+        var at = position
+        for _ in 0..<64 {  // short holes between: past so many, reading is as cheap
+            let hole = nextHole(from: at)
+            guard hole < end else { return nil }
+            let data = nextData(from: hole)
+            if data - hole >= length { return hole }
+            at = data
         }
-        cache.withLock { $0[chunker.parameters] = ref }
-        return ref
+        return nil
+    }
+
+    /// The first offset at or after `position` that holds data (`size` if none).
+    private func nextData(from position: UInt64) -> UInt64 {
+        let data = lseek(fd.rawValue, off_t(position), ICLOUDFS_SEEK_DATA)
+        if data < 0 { return errno == ENXIO ? size : position }  // ENXIO: only a hole up to the end
+        return min(UInt64(data), size)
+    }
+
+    /// The first offset at or after `position` in a hole (`size` if none before it).
+    private func nextHole(from position: UInt64) -> UInt64 {
+        let hole = lseek(fd.rawValue, off_t(position), ICLOUDFS_SEEK_HOLE)
+        return hole < 0 ? size : min(UInt64(hole), size)
     }
 }

@@ -1,7 +1,8 @@
-import ContainerFormat
 import Foundation
 import Testing
 import TestSupport
+
+@testable import ContainerFormat
 
 struct ChunkerTests {
     let chunker = Chunker()
@@ -80,6 +81,60 @@ struct ChunkerTests {
             }
         }
         #expect(lengths == whole)
+    }
+
+    @Test("long runs of zeros are chunks of their own, so an edit before one does not move the boundaries after it")
+    func zeroRuns() {
+        var random = SeededRandom(seed: 13)
+        // Islands of data in zeros, as in a sparse file written at random offsets.
+        var sparse = Data(count: 40 << 20)
+        for n in 0..<40 {
+            let island = random.data(count: Int.random(in: 1...(64 << 10), using: &random))
+            sparse.replaceSubrange((n << 20)..<(n << 20) + island.count, with: island)
+        }
+        let before = hashes(sparse)
+        var edited = sparse
+        edited.replaceSubrange(100..<200, with: random.data(count: 100))  // inside the first island
+        let after = hashes(edited)
+        #expect(after.filter { !Set(before).contains($0) }.count == 1)
+        // A run of zeros is cut into a few sizes of zero chunks, whatever its length.
+        let lengths = sparse.withUnsafeBytes { chunker.chunkLengths(of: $0) }
+        var start = 0
+        var zeroChunks = Set<ChunkHash>()
+        for length in lengths {
+            let chunk = sparse[start..<start + length]
+            if chunk.allSatisfy({ $0 == 0 }) { zeroChunks.insert(ChunkHash(of: chunk)) }
+            start += length
+        }
+        #expect(zeroChunks.count <= 7, "\(zeroChunks.count) different zero chunks")
+        #expect(lengths.count < 40 * 8)
+        #expect(ChunkHash(ofZeros: 5000) == ChunkHash(of: Data(count: 5000)))
+    }
+
+    @Test("finding runs of zeros word by word gives what a byte-by-byte search gives")
+    func zeroRunSearch() {
+        var random = SeededRandom(seed: 17)
+        for round in 0..<2000 {
+            // Short buffers of zeros with a few non-zero bytes, anywhere in a word.
+            var bytes = [UInt8](repeating: 0, count: Int.random(in: 1...600, using: &random))
+            for _ in 0..<Int.random(in: 0...6, using: &random) {
+                bytes[Int.random(in: 0..<bytes.count, using: &random)] = UInt8.random(in: 1...255, using: &random)
+            }
+            let length = 64
+            let limit = Int.random(in: 1...bytes.count, using: &random)
+            let expectedZeros = bytes.firstIndex { $0 != 0 } ?? bytes.count
+            var expectedRun: Int?
+            for start in 1..<max(1, limit) where bytes[start - 1] != 0 && start + length <= bytes.count {
+                if bytes[start..<start + length].allSatisfy({ $0 == 0 }) {
+                    expectedRun = start
+                    break
+                }
+            }
+            bytes.withUnsafeBytes { raw in
+                #expect(Chunker.leadingZeros(in: raw, end: raw.count) == expectedZeros, "round \(round)")
+                #expect(Chunker.firstZeroRun(in: raw, end: raw.count, before: limit, length: length) == expectedRun, "round \(round)")
+            }
+        }
     }
 
     @Test("SHA-256 of known input")

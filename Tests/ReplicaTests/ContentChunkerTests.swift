@@ -90,6 +90,31 @@ struct ContentChunkerTests {
         }
     }
 
+    @Test("in a 1 GiB sparse file of 200 islands, a write into the first island reads and hashes that island alone")
+    func sparseIslands() throws {
+        try withScratchFile { fd in
+            let chunker = ContentChunker(chunker: Chunker())
+            var random = SeededRandom(seed: 21)
+            let size: UInt64 = 1 << 30
+            var islands: [UInt64] = []
+            for n in 0..<200 {
+                let offset = UInt64(n) * (size / 200) + UInt64.random(in: 0..<(1 << 20), using: &random)
+                try FileIO.writeAll(fd, random.data(count: Int.random(in: 1...(64 << 10), using: &random)), offset: offset)
+                islands.append(offset)
+            }
+            #expect(ftruncate(fd.rawValue, off_t(size)) == 0)
+            let first = try chunker.chunks(of: fd, size: size)
+            #expect(first.work.bytesRead <= 40 << 20, "the holes were read: \(first.work.bytesRead) bytes")
+
+            try FileIO.writeAll(fd, random.data(count: 4096), offset: islands[0] + 10)
+            let again = try chunker.chunks(
+                of: fd, size: size, previous: first.pieces.map(\.ref), changed: ByteRanges([islands[0] + 10..<islands[0] + 4106]))
+            #expect(again.work.bytesRead <= 256 << 10, "read \(again.work.bytesRead) bytes for a 4 KiB change")
+            #expect(again.work.chunksHashed <= 2)
+            #expect(again.pieces.map(\.ref) == (try chunker.chunks(of: fd, size: size)).pieces.map(\.ref))
+        }
+    }
+
     /// Runs `body` with a new empty file open for reading and writing.
     private func withScratchFile(_ body: (FileDescriptor) throws -> Void) throws {
         let folder = TemporaryDirectory("chunker")
