@@ -1,5 +1,3 @@
-import Synchronization
-
 /// Content-defined chunking (FastCDC-style gear hash with normalized chunking), with long
 /// runs of zeros cut apart from the data around them.
 ///
@@ -17,7 +15,8 @@ public struct Chunker: Sendable {
     /// cluster around the average ("normalized chunking", level 2).
     private let maskBeforeAverage: UInt64
     private let maskAfterAverage: UInt64
-    public let zeroHashes = ZeroHashes()
+    /// The hashes of the chunks long runs of zeros are cut into (`zeroChunkLength`), by size.
+    private let zeroRunHashes: [Int: ChunkHash]
 
     public init(_ parameters: ChunkingParameters = .standard) {
         self.parameters = parameters
@@ -25,6 +24,13 @@ public struct Chunker: Sendable {
         let bits = UInt64(parameters.averageSize.trailingZeroBitCount)
         maskBeforeAverage = Chunker.topBits(bits + 2)
         maskAfterAverage = Chunker.topBits(bits - 2)
+        var sizes = [parameters.maximumSize]
+        var size = 1 << (Int.bitWidth - 1 - parameters.zeroRunSize.leadingZeroBitCount)
+        while size < parameters.maximumSize {
+            sizes.append(size)
+            size <<= 1
+        }
+        zeroRunHashes = Dictionary(uniqueKeysWithValues: sizes.map { ($0, ChunkHash(ofZeros: $0)) })
     }
 
     /// The length of the chunk that starts at `buffer`'s first byte. `isFinal` says the
@@ -60,11 +66,12 @@ public struct Chunker: Sendable {
     /// Whether `ref` is one of the chunks `zeroChunkLength` cuts a long run into. Such a
     /// boundary depends on up to `ref.size` bytes after it (where the zeros end).
     public func isZeroRunChunk(_ ref: ChunkRef) -> Bool {
-        let size = Int(ref.size)
-        guard size == parameters.maximumSize || (size >= parameters.zeroRunSize && size.nonzeroBitCount == 1) else {
-            return false
-        }
-        return ref.hash == zeroHashes.hash(size)
+        zeroRunHashes[Int(ref.size)] == ref.hash
+    }
+
+    /// The hash of `count` zero bytes (of a run's chunks: known, not computed).
+    public func zeroChunkHash(_ count: Int) -> ChunkHash {
+        zeroRunHashes[count] ?? ChunkHash(ofZeros: count)
     }
 
     /// The gear hash's boundary in `buffer[..<end]` (just after the byte that matched), if any.
@@ -145,24 +152,6 @@ public struct Chunker: Sendable {
 
     private static func topBits(_ n: UInt64) -> UInt64 {
         n == 0 ? 0 : ~UInt64(0) << (64 - n)
-    }
-}
-
-/// The hashes of runs of zeros by length, each computed once (a chunker's zero chunks come
-/// in a few sizes).
-public final class ZeroHashes: Sendable {
-    private let known = Mutex<[Int: ChunkHash]>([:])
-
-    public init() {}
-
-    public func hash(_ count: Int) -> ChunkHash {
-        if let hash = known.withLock({ $0[count] }) { return hash }
-        let hash = ChunkHash(ofZeros: count)
-        known.withLock { known in
-            if known.count >= 256 { known.removeAll() }  // odd lengths (a file's zero tail) come and go
-            known[count] = hash
-        }
-        return hash
     }
 }
 

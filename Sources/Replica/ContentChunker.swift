@@ -2,7 +2,6 @@ import BlobStore
 import CLinux
 import ContainerFormat
 import Foundation
-import Synchronization
 import SystemPackage
 
 #if canImport(Glibc)
@@ -119,7 +118,7 @@ private struct Reader {
         if try zeros(from: position, upTo: position + checked) == checked {
             let zeros = Int(try zeros(from: position, upTo: position + UInt64(window)))
             let length = chunker.zeroChunkLength(zeros: zeros, end: window)!  // a run, or zeros to the end
-            return .init(offset: position, ref: ChunkRef(hash: chunker.zeroHashes.hash(length), size: UInt32(length)))
+            return .init(offset: position, ref: ChunkRef(hash: chunker.zeroChunkHash(length), size: UInt32(length)))
         }
         // Data: read no further than just past a hole that will end this chunk.
         if let holeAhead = firstHole(from: position, before: position + UInt64(window), length: run),
