@@ -642,7 +642,8 @@ class Bench:
     # -------------------------------------------------------------- W8..W11: heavy load
 
     def heavy_load(self, target):
-        """W8..W11 on one fresh mount (native: a folder), its daemon's RSS watched throughout."""
+        """W8..W11 on one fresh mount (native: a folder), its daemon's RSS watched throughout.
+        Each starts once the previous one's uploads are done, so it measures itself alone."""
         target.start(fresh=True)
         root = target.root / "heavy"
         root.mkdir(exist_ok=True)
@@ -658,16 +659,19 @@ class Bench:
                         + (f", daemon read {w8['daemon_read_MiB_per_fsync']:.2f} MiB per fsync"
                            if w8["daemon_read_MiB_per_fsync"] is not None else ""))
                 if self.wants("W9"):
+                    target.settle()  # on an idle mount: the last workload's uploads are done
                     w9 = heavy.w9_sqlite(root, self.sizes["W9_db_MiB"] * MiB)
                     self.add("W9", target.name, w9["transactions_per_s"])
                     self.extra("W9", f"{target.name}_journal_mode", w9["journal_mode"])
                     log(f"  {target.name} W9 SQLite {w9['transactions_per_s']:.0f} transactions/s ({w9['journal_mode']})")
                 if self.wants("W10"):
+                    target.settle()  # on an idle mount: the last workload's uploads are done
                     w10 = heavy.w10_stat_while_writing(root, self.sizes["W10_file_MiB"] * MiB)
                     self.add("W10", target.name, w10["p99_ms"])
                     self.extra("W10", f"{target.name}_max_ms", w10["max_ms"])
                     log(f"  {target.name} W10 stat p99 {w10['p99_ms']:.2f} ms (max {w10['max_ms']:.1f}, {w10['stats']} stats)")
                 if self.wants("W11"):
+                    target.settle()  # on an idle mount: the last workload's uploads are done
                     w11 = heavy.w11_random_operations(root, operations=self.sizes["W11_operations"], limit=W7_LIMIT_S)
                     self.add("W11", target.name, w11["seconds"])
                     self.extra("W11", f"{target.name}_finished", f"{w11['finished']} of {w11['processes']}")

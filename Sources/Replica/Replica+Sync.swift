@@ -216,7 +216,11 @@ extension Replica {
             let landed = outcome.landedBatch ? inFlight : nil
             var owed = state.owed
             if let landed, let ours = entries.first(where: { $0.commit?.commitID == landed.commitID }) {
-                let chunks = ours.commit!.ops.filter(\.announcesPendingContent).flatMap(\.chunks)
+                // Each chunk once: a sparse file names its zero chunks hundreds of times.
+                var seen = Set<ChunkHash>()
+                let chunks = ours.commit!.ops.filter(\.announcesPendingContent).flatMap(\.chunks).filter {
+                    seen.insert($0.hash).inserted
+                }
                 if !chunks.isEmpty { owed[ours.seq] = chunks }
             }
             let recorded = recordingApplied { db in
