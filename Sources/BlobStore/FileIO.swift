@@ -70,6 +70,21 @@ public enum FileIO {
         return done
     }
 
+    /// Makes `count` bytes from `offset` read as zeros, as a hole where the filesystem can
+    /// punch one (no blocks used, nothing written), else by writing zeros. The size stays.
+    public static func zero(_ fd: FileDescriptor, offset: UInt64, count: Int) throws(Errno) {
+        let mode = ICLOUDFS_FALLOC_FL_PUNCH_HOLE | ICLOUDFS_FALLOC_FL_KEEP_SIZE
+        if fallocate(fd.rawValue, mode, __off64_t(offset), __off64_t(count)) == 0 { return }
+        guard errno == EOPNOTSUPP else { throw Errno(rawValue: errno) }
+        let zeros = Data(count: min(count, 1 << 20))
+        var done = 0
+        while done < count {
+            let step = min(zeros.count, count - done)
+            try writeAll(fd, zeros.prefix(step), offset: offset + UInt64(done))
+            done += step
+        }
+    }
+
     /// Flushes everything written to the filesystem holding `folder` (one `syncfs`): cheaper
     /// than an fsync per file when many small files were written.
     public static func syncFileSystem(containing folder: String) throws(Errno) {

@@ -1,7 +1,7 @@
 #ifndef ICLOUDFS_CLINUX_SHIM_H
 #define ICLOUDFS_CLINUX_SHIM_H
 #include <stddef.h>
-// Linux calls that Swift's Glibc module does not show: syncfs and copy_file_range (declared only under
+// Linux calls that Swift's Glibc module does not show: syncfs, copy_file_range and fallocate (declared only under
 // _GNU_SOURCE, which the module is built without), malloc_trim and mallopt (malloc.h is not
 // in the module). The prototypes are glibc's own.
 int syncfs(int fd);
@@ -16,6 +16,10 @@ int mallopt(int param, int value);
 #include <sys/types.h>
 // copy_file_range (_GNU_SOURCE only): copies between two files inside the kernel.
 ssize_t copy_file_range(int infd, __off64_t *pinoff, int outfd, __off64_t *poutoff, size_t length, unsigned int flags);
+// fallocate (_GNU_SOURCE only) and the flags of linux/falloc.h.
+int fallocate(int fd, int mode, __off64_t offset, __off64_t len);
+#define ICLOUDFS_FALLOC_FL_KEEP_SIZE 0x01
+#define ICLOUDFS_FALLOC_FL_PUNCH_HOLE 0x02
 #include <stdint.h>
 // libFuzzer's driver (compiler-rt, LLVM 11+), for the fuzz build's own entry point
 // (Tests/Fuzz/Main): declared here only, linked only with -sanitize=fuzzer.

@@ -460,7 +460,8 @@ extension Replica {
 
     private func fetch(_ id: ItemID, _ piece: ContentChunker.Piece, version: [ChunkRef]) async throws {
         try await downloads.run("\(id)/\(piece.offset)/\(piece.ref.hash)") { [self] in
-            let data = try await readChunk(piece.ref, of: id)
+            // A run of zeros is not downloaded: it becomes a hole, and a sparse file stays sparse.
+            let data = chunker.isZeroRunChunk(piece.ref) ? nil : try await readChunk(piece.ref, of: id)
             let path = files.contentPath(id)
             // Written under the file's lock, after checking the file still holds `version`: a
             // local write or a newer version must not get this chunk's bytes.
@@ -472,11 +473,15 @@ extension Replica {
                     guard state.withLock({ holdsVersion($0) }) else { return }
                     let fd = try FileDescriptor.open(path, .writeOnly, options: [.closeOnExec])
                     defer { try? fd.close() }
-                    try FileIO.writeAll(fd, data, offset: piece.offset)
+                    if let data {
+                        try FileIO.writeAll(fd, data, offset: piece.offset)
+                    } else {
+                        try FileIO.zero(fd, offset: piece.offset, count: Int(piece.ref.size))
+                    }
                     state.withLock { state in
                         guard holdsVersion(state) else { return }
                         state.content[id]?.present.insert(piece.range)
-                        state.storedChunks.insert(piece.ref.hash)
+                        if data != nil { state.storedChunks.insert(piece.ref.hash) }
                     }
                 }
             }

@@ -99,6 +99,23 @@ test_four_processes_of_random_operations() {
     eventually '(cd "$T/b/w" && find . -type f -exec sha256sum {} + | sort -k2) > "$T/b.sums" && cmp "$T/a.sums" "$T/b.sums"'
 }
 
+test_sparse_file_stays_sparse_on_another_device() {
+    mount_device a
+    # 1 GiB, three islands of data in zeros.
+    truncate -s 1G "$T/a/sparse"
+    for at in 0 300 1000; do
+        head -c 100000 /dev/urandom | dd of="$T/a/sparse" bs=1M seek="$at" conv=notrunc status=none
+    done
+    sum=$(sha256sum < "$T/a/sparse")
+    sync_wait a
+    # The store holds the islands and a few zero chunks, not 1 GiB.
+    test "$(du -sm "$T/store" | cut -f1)" -lt 64
+    mount_device b
+    assert_eq "$(sha256sum < "$T/b/sparse")" "$sum"
+    # Read whole on the second device, its cache copy holds the islands, the rest holes.
+    test "$(du -sm "$T/cache-b" | cut -f1)" -lt 64
+}
+
 test_copy_file_range_copies_inside_the_daemon() {
     mount_device a
     head -c 3000000 /dev/urandom > "$T/source"
