@@ -85,6 +85,13 @@ public enum FileIO {
         }
     }
 
+    /// Reserves disk blocks for `count` bytes from `offset` without changing the size (where
+    /// the filesystem cannot, nothing is reserved: the bytes are written when they are).
+    public static func reserve(_ fd: FileDescriptor, offset: UInt64, count: UInt64) throws(Errno) {
+        if fallocate(fd.rawValue, ICLOUDFS_FALLOC_FL_KEEP_SIZE, __off64_t(offset), __off64_t(count)) == 0 { return }
+        guard errno == EOPNOTSUPP else { throw Errno(rawValue: errno) }
+    }
+
     /// Flushes everything written to the filesystem holding `folder` (one `syncfs`): cheaper
     /// than an fsync per file when many small files were written.
     public static func syncFileSystem(containing folder: String) throws(Errno) {

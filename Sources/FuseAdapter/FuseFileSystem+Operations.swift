@@ -207,6 +207,24 @@ extension FuseFileSystem {
         }
     }
 
+    /// `fallocate`: reserving space (with or without growing the file), punching a hole,
+    /// zeroing a range. Collapsing or inserting a range is not offered (EOPNOTSUPP).
+    func fallocate(_ request: Request, _ handle: UInt64, _ mode: Int32, _ offset: Int, _ length: Int) {
+        guard let file = files.get(handle) else { return request.error(EBADF) }
+        let keepSize = mode & FallocateFlags.keepSize != 0
+        let allocation: Replica.Allocation
+        switch mode & ~FallocateFlags.keepSize {
+        case 0: allocation = .reserve(keepSize: keepSize)
+        case FallocateFlags.punchHole where keepSize: allocation = .punchHole
+        case FallocateFlags.zeroRange: allocation = .zero(keepSize: keepSize)
+        default: return request.error(EOPNOTSUPP)
+        }
+        answerLater(request) { [replica] in
+            try await replica.allocate(file, at: UInt64(offset), count: UInt64(length), allocation)
+            request.ok()
+        }
+    }
+
     /// Close returns at once, as on a local filesystem: the written file is queued in the
     /// background.
     func flush(_ request: Request, _ handle: UInt64) {
@@ -289,4 +307,11 @@ extension FuseFileSystem {
     /// `renameat2` flags (linux/fs.h), which Glibc's module does not export.
     static let renameNoReplace: UInt32 = 1 << 0
     static let renameExchange: UInt32 = 1 << 1
+}
+
+/// The mode bits of `fallocate(2)` (linux/falloc.h).
+private enum FallocateFlags {
+    static let keepSize: Int32 = 0x01
+    static let punchHole: Int32 = 0x02
+    static let zeroRange: Int32 = 0x10
 }

@@ -194,6 +194,47 @@ extension Replica {
         }
     }
 
+    /// What `fallocate` asks of a range.
+    public enum Allocation: Sendable {
+        /// Space for the range (the cache disk's); past the end the file grows with zeros,
+        /// unless `keepSize`.
+        case reserve(keepSize: Bool)
+        /// The range reads as zeros; the size stays.
+        case punchHole
+        /// The range reads as zeros; past the end the file grows, unless `keepSize`.
+        case zero(keepSize: Bool)
+    }
+
+    /// `fallocate` on a file open for writing. Zeroed bytes are a change of the file, as a
+    /// write (holes in the local copy); reserved space is the cache disk's only.
+    public func allocate(_ file: OpenFile, at offset: UInt64, count: UInt64, _ allocation: Allocation) async throws(ReplicaError) {
+        guard file.writable else { throw .invalidArgument("file not open for writing") }
+        let end = offset + count
+        let size = try attributes(of: file.id).size
+        switch allocation {
+        case .reserve(let keepSize):
+            if !keepSize, end > size { try resizeLocal(file.id, to: end) }
+            do {
+                try FileIO.reserve(file.fd, offset: offset, count: count)
+            } catch {
+                throw .localFailure("cannot reserve space in the cache file of \(file.id)", error)
+            }
+        case .punchHole, .zero(keepSize: true):
+            let end = min(end, size)
+            guard offset < end else { return }
+            _ = try write(file, offset: offset, count: Int(end - offset)) { fd in
+                try FileIO.zero(FileDescriptor(rawValue: fd), offset: offset, count: Int(end - offset))
+                return Int(end - offset)
+            }
+        case .zero(keepSize: false):
+            if end > size { try resizeLocal(file.id, to: end) }
+            _ = try write(file, offset: offset, count: Int(count)) { fd in
+                try FileIO.zero(FileDescriptor(rawValue: fd), offset: offset, count: Int(count))
+                return Int(count)
+            }
+        }
+    }
+
     /// Queues the written file now. With `durable`, returns only once the queued version
     /// survives a power loss. Runs on the caller's thread (chunking a large file takes a
     /// while: not on a task).

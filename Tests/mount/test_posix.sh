@@ -116,6 +116,29 @@ test_sparse_file_stays_sparse_on_another_device() {
     test "$(du -sm "$T/cache-b" | cut -f1)" -lt 64
 }
 
+test_fallocate_behaves_as_on_a_local_disk() {
+    mount_device a
+    head -c 300000 /dev/urandom > "$T/base"
+    # The same sequence on a local disk and on the mount: sizes and bytes must match.
+    for f in "$T/f" "$T/a/f"; do
+        cp "$T/base" "$f"
+        fallocate -l 1000000 "$f"                  # grows with zeros
+        fallocate -n -o 0 -l 2000000 "$f"          # reserves space, the size stays
+        fallocate -p -o 4096 -l 8192 "$f"          # a hole in the data
+        fallocate -z -o 200000 -l 50000 "$f"       # zeros inside
+        fallocate -z -o 900000 -l 200000 "$f"      # zeros past the end: grows
+        fallocate -x -l 1500000 "$f"               # posix_fallocate
+        fallocate -d "$f"                          # zeros found and punched
+    done
+    assert_eq "$(stat -c %s "$T/a/f")" "$(stat -c %s "$T/f")"
+    cmp "$T/a/f" "$T/f"
+    # Collapsing a range is not offered.
+    fails fallocate -c -o 0 -l 4096 "$T/a/f"
+    sync_wait a
+    mount_device b
+    cmp "$T/b/f" "$T/f"
+}
+
 test_copy_file_range_copies_inside_the_daemon() {
     mount_device a
     head -c 3000000 /dev/urandom > "$T/source"
