@@ -129,6 +129,15 @@ extension FuseFileSystem {
         let access = info.flags & O_ACCMODE
         let writable = access == O_WRONLY || access == O_RDWR
         let truncate = info.flags & O_TRUNC != 0 && writable
+        if info.flags & O_TRUNC != 0 && !writable {
+            // Linux truncates on O_TRUNC whatever the access mode (the kernel checked the
+            // permission to write).
+            return answerLater(request) { [self] in
+                let id = try id(inode)
+                _ = try await replica.truncate(id, to: 0)
+                reply(request, opening: try await replica.open(id, write: false, truncate: false), info)
+            }
+        }
         guard replica.needsDownloadToOpen(write: writable, truncate: truncate) else {
             return answer(request) {
                 let id = try id(inode)
@@ -204,6 +213,18 @@ extension FuseFileSystem {
             request.written(
                 try await replica.copyRange(
                     from: source, at: UInt64(sourceOffset), to: target, at: UInt64(targetOffset), count: count))
+        }
+    }
+
+    /// `lseek` with `SEEK_DATA` or `SEEK_HOLE` (the kernel answers the other kinds itself).
+    func lseek(_ request: Request, _ handle: UInt64, _ offset: Int, _ whence: Int32) {
+        guard let file = files.get(handle) else { return request.error(EBADF) }
+        guard whence == SeekKind.data || whence == SeekKind.hole, offset >= 0 else { return request.error(EINVAL) }
+        answer(request) {
+            guard let found = try replica.seek(file, from: UInt64(offset), toData: whence == SeekKind.data) else {
+                return request.error(ENXIO)
+            }
+            request.seeked(to: found)
         }
     }
 
@@ -314,4 +335,10 @@ private enum FallocateFlags {
     static let keepSize: Int32 = 0x01
     static let punchHole: Int32 = 0x02
     static let zeroRange: Int32 = 0x10
+}
+
+/// `lseek`'s `SEEK_DATA` and `SEEK_HOLE` (declared by Glibc only under _GNU_SOURCE).
+private enum SeekKind {
+    static let data: Int32 = 3
+    static let hole: Int32 = 4
 }

@@ -106,6 +106,9 @@ enum FuseOperations {
                 Request(req!, "copy_file_range"), infoIn!.pointee.fh, Int(offsetIn), infoOut!.pointee.fh, Int(offsetOut),
                 length)
         }
+        ops.lseek = { req, _, offset, whence, info in
+            fileSystem(req).lseek(Request(req!, "lseek"), info!.pointee.fh, Int(offset), whence)
+        }
         ops.fallocate = { req, _, mode, offset, length, info in
             fileSystem(req).fallocate(Request(req!, "fallocate"), info!.pointee.fh, mode, Int(offset), Int(length))
         }

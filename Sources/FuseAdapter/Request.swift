@@ -74,6 +74,11 @@ final class Request: @unchecked Sendable {
         fuse_reply_open(raw, &info)
     }
 
+    func seeked(to offset: UInt64) {
+        guard claim() else { return }
+        fuse_reply_lseek(raw, off_t(offset))
+    }
+
     func written(_ count: Int) {
         guard claim() else { return }
         fuse_reply_write(raw, count)

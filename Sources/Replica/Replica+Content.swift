@@ -1,4 +1,5 @@
 import BlobStore
+import CLinux
 import ContainerFormat
 import Foundation
 import SystemPackage
@@ -192,6 +193,22 @@ extension Replica {
             try FileIO.copyRange(
                 from: source.fd, at: bytes.offset, to: FileDescriptor(rawValue: fd), at: targetOffset, count: bytes.count)
         }
+    }
+
+    /// `SEEK_DATA` (`toData`) or `SEEK_HOLE` from `offset`: nil past the end (ENXIO). Holes
+    /// are the local copy's, once it is whole; bytes not downloaded yet count as data.
+    public func seek(_ file: OpenFile, from offset: UInt64, toData: Bool) throws(ReplicaError) -> UInt64? {
+        let record = state.withLock { $0.content[file.id] }
+        let size: UInt64
+        if let record { size = record.size } else { size = try attributes(of: file.id).size }
+        guard offset < size else { return nil }
+        guard let record, record.isComplete else { return toData ? offset : size }
+        let found = Glibc.lseek(file.fd.rawValue, off_t(offset), toData ? ICLOUDFS_SEEK_DATA : ICLOUDFS_SEEK_HOLE)
+        if found < 0 {
+            if errno == ENXIO { return toData ? nil : size }
+            throw .localFailure("cannot seek in the cache file of \(file.id)", Errno(rawValue: errno))
+        }
+        return min(UInt64(found), size)
     }
 
     /// What `fallocate` asks of a range.
