@@ -98,8 +98,12 @@ extension FuseFileSystem {
         _ request: Request, _ parent: fuse_ino_t, _ name: String, _ newParent: fuse_ino_t, _ newName: String,
         _ flags: UInt32
     ) {
-        // RENAME_EXCHANGE cannot be one atomic journal step with conflict rules; refuse it.
-        guard flags & FuseFileSystem.renameExchange == 0 else { return request.error(EINVAL) }
+        if flags & FuseFileSystem.renameExchange != 0 {
+            return answer(request) {
+                try replica.exchange(name, in: try id(parent), with: newName, in: try id(newParent))
+                request.ok()
+            }
+        }
         answer(request) {
             try replica.rename(
                 name, in: try id(parent), to: newName, in: try id(newParent),

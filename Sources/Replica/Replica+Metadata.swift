@@ -155,6 +155,30 @@ extension Replica {
         }
     }
 
+    /// `renameat2` with `RENAME_EXCHANGE`: the two names swap their items, atomically (one
+    /// queued change of three moves: one item steps aside under a name nothing else uses,
+    /// so no move ever meets a taken name when another device folds them).
+    public func exchange(_ name: String, in parent: ItemID, with otherName: String, in otherParent: ItemID) throws(ReplicaError) {
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.view.child(named: name, in: parent),
+                let other = state.view.child(named: otherName, in: otherParent)
+            else { throw .notFound }
+            guard item.id != other.id else { return }
+            // A folder must not end up inside itself.
+            if item.id == otherParent || state.view.isAncestor(item.id, of: otherParent)
+                || other.id == parent || state.view.isAncestor(other.id, of: parent)
+            {
+                throw .invalidArgument("cannot move a folder inside itself")
+            }
+            let aside = ".icloudfs-exchange-\(UUID().uuidString)"
+            enqueue([
+                (.move(.init(id: item.id, base: 0, parent: otherParent, name: aside)), state.device.base(of: item.id)),
+                (.move(.init(id: other.id, base: 0, parent: parent, name: name)), state.device.base(of: other.id)),
+                (.move(.init(id: item.id, base: 0, parent: otherParent, name: otherName)), state.device.base(of: item.id)),
+            ], &state)
+        }
+    }
+
     /// `setattr` for mode and modification time (sizes go through `truncate`). On a file
     /// being written they are queued with its content at the next commit (`tar x` sets both
     /// on every file before closing it: one queued change, not three).

@@ -223,3 +223,25 @@ test_conflicts_lists_over_4_kib_whole() {
     assert_eq "$(grep -c "conflicted copy" "$T/conflicts")" 18
     test "$(wc -c < "$T/conflicts")" -gt 4096
 }
+
+test_rename_exchange_arrives_on_another_device() {
+    mount_device a
+    mount_device b
+    echo one > "$T/a/x"
+    mkdir "$T/a/y"
+    echo inside > "$T/a/y/f"
+    sync_wait a
+    eventually 'test -f "$T/b/y/f"'
+    # renameat2(RENAME_EXCHANGE): the file and the folder swap names, atomically.
+    python3 -c 'import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True)
+if libc.renameat2(-100, sys.argv[1].encode(), -100, sys.argv[2].encode(), 2) != 0: sys.exit(os.strerror(ctypes.get_errno()))' \
+        "$T/a/x" "$T/a/y"
+    assert_eq "$(cat "$T/a/y")" one
+    assert_eq "$(cat "$T/a/x/f")" inside
+    sync_wait a
+    eventually 'test -d "$T/b/x" && test "$(cat "$T/b/y")" = one'
+    assert_eq "$(cat "$T/b/x/f")" inside
+    # Nothing else is left behind: no name used while they swapped.
+    assert_eq "$(ls -A "$T/b" | tr '\n' ' ')" "x y "
+}
+
