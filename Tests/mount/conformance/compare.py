@@ -23,6 +23,8 @@ def outcomes(script, folder):
     steps = {}
     for line in run.stdout.splitlines():
         label, _, result = line.partition(": ")
+        if label in steps:  # labels are keys: one step must not hide another
+            return {"(the script)": f"the step label {label!r} is used twice (or holds ': ')"}
         steps[label] = result
     return steps
 
