@@ -127,7 +127,8 @@ public struct ContainerStore: Sendable {
     public enum Entry: Sendable {
         case missing
         case commit(Commit)
-        /// Present but not a commit this version can read: it still takes its number.
+        /// Present but not a commit at all: it still takes its number. (An entry of a newer
+        /// format throws instead: skipping it would misread the container.)
         case unreadable(String)
     }
 
@@ -140,15 +141,16 @@ public struct ContainerStore: Sendable {
         } catch StoreError.badObject(let why) {
             return .unreadable("journal \(seq) cannot be read: \(why)")
         }
+        let commit: Commit
         do {
-            let commit = try FormatCoding.decode(Commit.self, from: data)
-            guard commit.format <= Commit.formatVersion else {
-                return .unreadable("journal \(seq) has format \(commit.format), newer than this icloudfs")
-            }
-            return .commit(commit)
+            commit = try FormatCoding.decode(Commit.self, from: data)
         } catch {
             return .unreadable("journal \(seq) is malformed (\(data.count) bytes): \(error)")
         }
+        guard commit.format <= Commit.formatVersion else {
+            throw FormatError.unsupportedFormat(what: "journal entry \(seq)", version: commit.format)
+        }
+        return .commit(commit)
     }
 
     /// Tries to make `commit` entry number `seq`. False when another device took the number

@@ -23,9 +23,10 @@ public struct Identity: Hashable, Codable, Sendable {
 
 /// The whole tree as of a journal sequence number, so a new device need not replay the
 /// journal from the start.
-/// Format 2 is the protobuf form (`SnapshotCoding`); format 1, JSON, is still read.
+/// Formats 2 and 3 are the protobuf form (`SnapshotCoding`; 3 adds owners); format 1, JSON,
+/// is still read.
 public struct Snapshot: Codable, Sendable {
-    public static let formatVersion = 2
+    public static let formatVersion = 3
 
     public var format: Int
     public var seq: UInt64

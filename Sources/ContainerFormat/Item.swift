@@ -40,6 +40,20 @@ public struct ItemID: Hashable, Comparable, Codable, Sendable, CustomStringConve
     }
 }
 
+/// An item's owner and group, as numbers (as tar and rsync keep them across machines).
+public struct Owner: Hashable, Codable, Sendable {
+    public var uid: UInt32
+    public var gid: UInt32
+
+    public init(uid: UInt32, gid: UInt32) {
+        self.uid = uid
+        self.gid = gid
+    }
+
+    /// What items stored before owners were (and those with no owner given) belong to.
+    public static let root = Owner(uid: 0, gid: 0)
+}
+
 public enum ItemKind: String, Codable, Sendable {
     case file, folder, symlink
 }
@@ -157,6 +171,10 @@ public struct Item: Hashable, Codable, Sendable {
     /// `true` while the device that wrote this content is still uploading its chunks
     /// (metadata first); nil otherwise. See ``isContentPending``.
     public var contentPending: Bool?
+    /// Owner and group; nil for 0 and 0 (items stored before owners were). See ``ownerOrRoot``.
+    public var owner: Owner?
+
+    public var ownerOrRoot: Owner { owner ?? .root }
 
     /// The content is named but not all of its chunks are in the store yet.
     /// Equal but for version numbers (what a device's own change landing renumbers).
@@ -177,7 +195,7 @@ public struct Item: Hashable, Codable, Sendable {
         mtime: Timestamp, size: UInt64 = 0, chunks: [ChunkRef] = [], target: String? = nil,
         xattrs: [String: Data] = [:], version: UInt64 = 0, contentVersion: UInt64 = 0,
         deleted: Bool = false, conflictOf: ItemID? = nil, contentFrom: ItemID? = nil,
-        isContentPending: Bool = false
+        isContentPending: Bool = false, owner: Owner? = nil
     ) {
         self.id = id
         self.parent = parent
@@ -195,6 +213,7 @@ public struct Item: Hashable, Codable, Sendable {
         self.conflictOf = conflictOf
         self.contentFrom = contentFrom
         self.contentPending = isContentPending ? true : nil
+        self.owner = owner
     }
 
     public static func rootFolder() -> Item {

@@ -38,11 +38,13 @@ public enum ItemOperation: Hashable, Sendable {
         public var xattrs: [String: Data]
         /// Metadata first: the chunks follow; a later entry's `uploaded` says when.
         public var contentPending: Bool?
+        /// Absent: 0 and 0 (commits before format 2 have none).
+        public var owner: Owner?
 
         public init(
             id: ItemID, parent: ItemID, name: String, kind: ItemKind, mode: UInt32,
             mtime: Timestamp, content: Content = .empty, target: String? = nil,
-            xattrs: [String: Data] = [:]
+            xattrs: [String: Data] = [:], owner: Owner? = nil
         ) {
             self.id = id
             self.parent = parent
@@ -53,6 +55,7 @@ public enum ItemOperation: Hashable, Sendable {
             self.content = content
             self.target = target
             self.xattrs = xattrs
+            self.owner = owner
         }
     }
 
@@ -66,10 +69,11 @@ public enum ItemOperation: Hashable, Sendable {
         public var xattrs: [String: Data]?
         /// Metadata first: the chunks follow; a later entry's `uploaded` says when.
         public var contentPending: Bool?
+        public var owner: Owner?
 
         public init(
             id: ItemID, base: UInt64, content: Content? = nil, mode: UInt32? = nil,
-            mtime: Timestamp? = nil, xattrs: [String: Data]? = nil
+            mtime: Timestamp? = nil, xattrs: [String: Data]? = nil, owner: Owner? = nil
         ) {
             self.id = id
             self.base = base
@@ -77,6 +81,7 @@ public enum ItemOperation: Hashable, Sendable {
             self.mode = mode
             self.mtime = mtime
             self.xattrs = xattrs
+            self.owner = owner
         }
     }
 

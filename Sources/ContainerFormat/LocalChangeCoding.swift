@@ -127,6 +127,10 @@ extension OperationMessage {
             if let target = op.target { message.target = target }
             message.xattrs = [AttributeMessage](op.xattrs)
             if let pending = op.contentPending { message.contentPending = pending }
+            if let owner = op.owner {
+                message.uid = owner.uid
+                message.gid = owner.gid
+            }
             create = message
         case .update(let op):
             var message = UpdateMessage()
@@ -141,6 +145,10 @@ extension OperationMessage {
                 message.xattrs = attributes
             }
             if let pending = op.contentPending { message.contentPending = pending }
+            if let owner = op.owner {
+                message.uid = owner.uid
+                message.gid = owner.gid
+            }
             update = message
         case .move(let op):
             var message = MoveMessage()
@@ -167,6 +175,7 @@ extension ItemOperation {
                 mode: m.mode, mtime: Timestamp(m.mtime), content: try Content(m.content, of: m.id),
                 target: m.hasTarget ? m.target : nil, xattrs: m.xattrs.dictionary)
             op.contentPending = m.hasContentPending ? m.contentPending : nil
+            op.owner = m.hasUid ? Owner(uid: m.uid, gid: m.gid) : nil
             self = .create(op)
         case .update(let m):
             var op = ItemOperation.Update(
@@ -174,6 +183,7 @@ extension ItemOperation {
                 mode: m.hasMode ? m.mode : nil, mtime: m.hasMtime ? Timestamp(m.mtime) : nil,
                 xattrs: m.hasXattrs ? m.xattrs.items.dictionary : nil)
             op.contentPending = m.hasContentPending ? m.contentPending : nil
+            op.owner = m.hasUid ? Owner(uid: m.uid, gid: m.gid) : nil
             self = .update(op)
         case .move(let m):
             self = .move(.init(id: ItemID(m.id), base: m.base, parent: ItemID(m.parent), name: m.name))

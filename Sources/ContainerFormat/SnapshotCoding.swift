@@ -58,6 +58,10 @@ extension ItemMessage {
         if let conflictOf = item.conflictOf { self.conflictOf = conflictOf.rawValue }
         if let contentFrom = item.contentFrom { self.contentFrom = contentFrom.rawValue }
         contentPending = item.isContentPending
+        if let owner = item.owner {
+            uid = owner.uid
+            gid = owner.gid
+        }
     }
 }
 
@@ -82,7 +86,8 @@ extension Item {
             version: message.version, contentVersion: message.contentVersion, deleted: message.deleted,
             conflictOf: message.hasConflictOf ? ItemID(message.conflictOf) : nil,
             contentFrom: message.hasContentFrom ? ItemID(message.contentFrom) : nil,
-            isContentPending: message.contentPending)
+            isContentPending: message.contentPending,
+            owner: message.hasUid || message.hasGid ? Tree.stored(Owner(uid: message.uid, gid: message.gid)) : nil)
     }
 }
 

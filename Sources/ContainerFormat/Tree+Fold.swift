@@ -82,7 +82,8 @@ extension Tree {
             id: op.id, parent: parent, name: freeName(op.name, in: parent, for: op.id),
             kind: op.kind, mode: op.mode & 0o7777, mtime: op.mtime, size: op.content.size,
             chunks: op.content.chunks, target: op.target, xattrs: Tree.userAttributes(op.xattrs),
-            version: fold.seq, contentVersion: fold.seq, isContentPending: op.contentPending == true)
+            version: fold.seq, contentVersion: fold.seq, isContentPending: op.contentPending == true,
+            owner: Tree.stored(op.owner))
         if item.name != op.name { fold.note("\(op.name) exists; created as \(item.name)") }
         store(item)
         fold.outcome.changed.insert(item.id)
@@ -96,6 +97,7 @@ extension Tree {
             item.mode = op.mode.map { $0 & 0o7777 } ?? item.mode
             item.mtime = op.mtime ?? item.mtime
             item.xattrs = op.xattrs.map(Tree.userAttributes) ?? item.xattrs
+            item.owner = op.owner.map(Tree.stored) ?? item.owner
             item.version = fold.seq
             store(item)
             fold.outcome.changed.insert(item.id)
@@ -121,6 +123,7 @@ extension Tree {
         item.mode = op.mode.map { $0 & 0o7777 } ?? item.mode
         item.mtime = op.mtime ?? item.mtime
         item.xattrs = op.xattrs.map(Tree.userAttributes) ?? item.xattrs
+        item.owner = op.owner.map(Tree.stored) ?? item.owner
         item.version = fold.seq
         item.contentVersion = fold.seq
         item.contentFrom = origin
@@ -152,7 +155,7 @@ extension Tree {
             size: content.size, chunks: content.chunks,
             xattrs: op.xattrs.map(Tree.userAttributes) ?? item.xattrs,
             version: fold.seq, contentVersion: fold.seq, conflictOf: item.id, contentFrom: item.id,
-            isContentPending: op.contentPending == true)
+            isContentPending: op.contentPending == true, owner: op.owner.map(Tree.stored) ?? item.owner)
         fold.note("\(item.id) changed since version \(op.base); kept as \(copy.name)")
         store(copy)
         fold.outcome.changed.insert(copy.id)
@@ -202,6 +205,12 @@ extension Tree {
         item.version = fold.seq
         store(item)
         fold.outcome.changed.insert(item.id)
+    }
+
+    /// An owner as items hold it: 0 and 0 as nil, so that every device (and every
+    /// snapshot) holds the same value for the same owner.
+    static func stored(_ owner: Owner?) -> Owner? {
+        owner == .root ? nil : owner
     }
 
     // MARK: - Helpers

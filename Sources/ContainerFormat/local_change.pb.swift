@@ -162,6 +162,25 @@ nonisolated struct CreateMessage: Sendable {
   /// Clears the value of `contentPending`. Subsequent reads from it will return its default value.
   mutating func clearContentPending() {self._contentPending = nil}
 
+  /// The owner and group (numbers); absent: 0 and 0.
+  var uid: UInt32 {
+    get {_uid ?? 0}
+    set {_uid = newValue}
+  }
+  /// Returns true if `uid` has been explicitly set.
+  var hasUid: Bool {self._uid != nil}
+  /// Clears the value of `uid`. Subsequent reads from it will return its default value.
+  mutating func clearUid() {self._uid = nil}
+
+  var gid: UInt32 {
+    get {_gid ?? 0}
+    set {_gid = newValue}
+  }
+  /// Returns true if `gid` has been explicitly set.
+  var hasGid: Bool {self._gid != nil}
+  /// Clears the value of `gid`. Subsequent reads from it will return its default value.
+  mutating func clearGid() {self._gid = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -170,6 +189,8 @@ nonisolated struct CreateMessage: Sendable {
   fileprivate var _content: ContentMessage? = nil
   fileprivate var _target: String? = nil
   fileprivate var _contentPending: Bool? = nil
+  fileprivate var _uid: UInt32? = nil
+  fileprivate var _gid: UInt32? = nil
 }
 
 /// Absent fields stay as they are.
@@ -227,6 +248,25 @@ nonisolated struct UpdateMessage: Sendable {
   /// Clears the value of `contentPending`. Subsequent reads from it will return its default value.
   mutating func clearContentPending() {self._contentPending = nil}
 
+  /// A new owner and group, set together.
+  var uid: UInt32 {
+    get {_uid ?? 0}
+    set {_uid = newValue}
+  }
+  /// Returns true if `uid` has been explicitly set.
+  var hasUid: Bool {self._uid != nil}
+  /// Clears the value of `uid`. Subsequent reads from it will return its default value.
+  mutating func clearUid() {self._uid = nil}
+
+  var gid: UInt32 {
+    get {_gid ?? 0}
+    set {_gid = newValue}
+  }
+  /// Returns true if `gid` has been explicitly set.
+  var hasGid: Bool {self._gid != nil}
+  /// Clears the value of `gid`. Subsequent reads from it will return its default value.
+  mutating func clearGid() {self._gid = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -236,6 +276,8 @@ nonisolated struct UpdateMessage: Sendable {
   fileprivate var _mtime: TimestampMessage? = nil
   fileprivate var _xattrs: AttributesMessage? = nil
   fileprivate var _contentPending: Bool? = nil
+  fileprivate var _uid: UInt32? = nil
+  fileprivate var _gid: UInt32? = nil
 }
 
 nonisolated struct MoveMessage: Sendable {
@@ -470,7 +512,7 @@ nonisolated extension OperationMessage: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".CreateMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{1}mtime\0\u{1}content\0\u{1}target\0\u{1}xattrs\0\u{3}content_pending\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{1}mtime\0\u{1}content\0\u{1}target\0\u{1}xattrs\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -488,6 +530,8 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
       case 8: try { try decoder.decodeSingularStringField(value: &self._target) }()
       case 9: try { try decoder.decodeRepeatedMessageField(value: &self.xattrs) }()
       case 10: try { try decoder.decodeSingularBoolField(value: &self._contentPending) }()
+      case 11: try { try decoder.decodeSingularUInt32Field(value: &self._uid) }()
+      case 12: try { try decoder.decodeSingularUInt32Field(value: &self._gid) }()
       default: break
       }
     }
@@ -528,6 +572,12 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
     try { if let v = self._contentPending {
       try visitor.visitSingularBoolField(value: v, fieldNumber: 10)
     } }()
+    try { if let v = self._uid {
+      try visitor.visitSingularUInt32Field(value: v, fieldNumber: 11)
+    } }()
+    try { if let v = self._gid {
+      try visitor.visitSingularUInt32Field(value: v, fieldNumber: 12)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -542,6 +592,8 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
     if lhs._target != rhs._target {return false}
     if lhs.xattrs != rhs.xattrs {return false}
     if lhs._contentPending != rhs._contentPending {return false}
+    if lhs._uid != rhs._uid {return false}
+    if lhs._gid != rhs._gid {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -549,7 +601,7 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
 
 nonisolated extension UpdateMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".UpdateMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}base\0\u{1}content\0\u{1}mode\0\u{1}mtime\0\u{1}xattrs\0\u{3}content_pending\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}base\0\u{1}content\0\u{1}mode\0\u{1}mtime\0\u{1}xattrs\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -564,6 +616,8 @@ nonisolated extension UpdateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
       case 5: try { try decoder.decodeSingularMessageField(value: &self._mtime) }()
       case 6: try { try decoder.decodeSingularMessageField(value: &self._xattrs) }()
       case 7: try { try decoder.decodeSingularBoolField(value: &self._contentPending) }()
+      case 8: try { try decoder.decodeSingularUInt32Field(value: &self._uid) }()
+      case 9: try { try decoder.decodeSingularUInt32Field(value: &self._gid) }()
       default: break
       }
     }
@@ -595,6 +649,12 @@ nonisolated extension UpdateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
     try { if let v = self._contentPending {
       try visitor.visitSingularBoolField(value: v, fieldNumber: 7)
     } }()
+    try { if let v = self._uid {
+      try visitor.visitSingularUInt32Field(value: v, fieldNumber: 8)
+    } }()
+    try { if let v = self._gid {
+      try visitor.visitSingularUInt32Field(value: v, fieldNumber: 9)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -606,6 +666,8 @@ nonisolated extension UpdateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
     if lhs._mtime != rhs._mtime {return false}
     if lhs._xattrs != rhs._xattrs {return false}
     if lhs._contentPending != rhs._contentPending {return false}
+    if lhs._uid != rhs._uid {return false}
+    if lhs._gid != rhs._gid {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -193,6 +193,25 @@ nonisolated struct ItemMessage: @unchecked Sendable {
     set {_uniqueStorage()._contentPending = newValue}
   }
 
+  /// The owner and group (numbers, format 3); absent: 0 and 0.
+  var uid: UInt32 {
+    get {_storage._uid ?? 0}
+    set {_uniqueStorage()._uid = newValue}
+  }
+  /// Returns true if `uid` has been explicitly set.
+  var hasUid: Bool {_storage._uid != nil}
+  /// Clears the value of `uid`. Subsequent reads from it will return its default value.
+  mutating func clearUid() {_uniqueStorage()._uid = nil}
+
+  var gid: UInt32 {
+    get {_storage._gid ?? 0}
+    set {_uniqueStorage()._gid = newValue}
+  }
+  /// Returns true if `gid` has been explicitly set.
+  var hasGid: Bool {_storage._gid != nil}
+  /// Clears the value of `gid`. Subsequent reads from it will return its default value.
+  mutating func clearGid() {_uniqueStorage()._gid = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -264,7 +283,7 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".ItemMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{3}mtime_seconds\0\u{3}mtime_nanoseconds\0\u{1}size\0\u{3}chunk_hashes\0\u{3}chunk_sizes\0\u{1}target\0\u{1}xattrs\0\u{1}version\0\u{3}content_version\0\u{1}deleted\0\u{3}conflict_of\0\u{3}content_from\0\u{3}content_pending\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{3}mtime_seconds\0\u{3}mtime_nanoseconds\0\u{1}size\0\u{3}chunk_hashes\0\u{3}chunk_sizes\0\u{1}target\0\u{1}xattrs\0\u{1}version\0\u{3}content_version\0\u{1}deleted\0\u{3}conflict_of\0\u{3}content_from\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0")
 
   fileprivate class _StorageClass {
     var _id: String = String()
@@ -285,6 +304,8 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
     var _conflictOf: String? = nil
     var _contentFrom: String? = nil
     var _contentPending: Bool = false
+    var _uid: UInt32? = nil
+    var _gid: UInt32? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -313,6 +334,8 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
       _conflictOf = source._conflictOf
       _contentFrom = source._contentFrom
       _contentPending = source._contentPending
+      _uid = source._uid
+      _gid = source._gid
     }
   }
 
@@ -349,6 +372,8 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
         case 16: try { try decoder.decodeSingularStringField(value: &_storage._conflictOf) }()
         case 17: try { try decoder.decodeSingularStringField(value: &_storage._contentFrom) }()
         case 18: try { try decoder.decodeSingularBoolField(value: &_storage._contentPending) }()
+        case 19: try { try decoder.decodeSingularUInt32Field(value: &_storage._uid) }()
+        case 20: try { try decoder.decodeSingularUInt32Field(value: &_storage._gid) }()
         default: break
         }
       }
@@ -415,6 +440,12 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
       if _storage._contentPending != false {
         try visitor.visitSingularBoolField(value: _storage._contentPending, fieldNumber: 18)
       }
+      try { if let v = _storage._uid {
+        try visitor.visitSingularUInt32Field(value: v, fieldNumber: 19)
+      } }()
+      try { if let v = _storage._gid {
+        try visitor.visitSingularUInt32Field(value: v, fieldNumber: 20)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -442,6 +473,8 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
         if _storage._conflictOf != rhs_storage._conflictOf {return false}
         if _storage._contentFrom != rhs_storage._contentFrom {return false}
         if _storage._contentPending != rhs_storage._contentPending {return false}
+        if _storage._uid != rhs_storage._uid {return false}
+        if _storage._gid != rhs_storage._gid {return false}
         return true
       }
       if !storagesAreEqual {return false}

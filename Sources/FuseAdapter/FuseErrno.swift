@@ -22,6 +22,7 @@ enum FuseErrno {
         // Evicting a file with changes not yet uploaded, or while it is open.
         case .busy: return EBUSY
         case .notSupported: return ENOTSUP
+        case .notPermitted: return EPERM
         // Another device announced the file but did not finish uploading it in time.
         case .contentNotUploaded(let why):
             FuseLog.logger.warning("\(operation): \(why)")

@@ -45,12 +45,32 @@ extension FuseFileSystem {
         } else if toSet & FUSE_SET_ATTR_MTIME != 0 {
             mtime = Timestamp(clamping: Int64(new.st_mtim.tv_sec), nanoseconds: UInt32(clamping: new.st_mtim.tv_nsec))
         }
-        // Owners are not stored (every item shows the mount's uid/gid): chown is accepted
-        // and has no effect, so that `cp -a`, `tar` and `rsync -a` as root work.
+        if toSet & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) != 0 {
+            let current = try replica.attributes(of: item)
+            let shown = shownOwner(of: current)
+            let wanted = Owner(
+                uid: toSet & FUSE_SET_ATTR_UID != 0 ? new.st_uid : shown.uid,
+                gid: toSet & FUSE_SET_ATTR_GID != 0 ? new.st_gid : shown.gid)
+            guard mayChangeOwner(from: shown, to: wanted, request) else { throw ReplicaError.notPermitted("only root gives an item away, and an owner only to its own groups") }
+            // With uid= or gid= given, the stored value of that one stays as it was.
+            _ = try replica.setOwner(item, to: Owner(
+                uid: options.uid == nil ? wanted.uid : current.owner.uid,
+                gid: options.gid == nil ? wanted.gid : current.owner.gid))
+        }
         let attributes =
             mode != nil || mtime != nil
             ? try replica.setAttributes(item, mode: mode, mtime: mtime) : try replica.attributes(of: item)
         request.attributes(stat(of: attributes), timeout: attributeTimeout)
+    }
+
+    /// `chown`'s rules (the kernel applies them too with `default_permissions`): root
+    /// changes anything; an item's owner may keep its user and set the group to one it
+    /// belongs to.
+    private func mayChangeOwner(from shown: Owner, to wanted: Owner, _ request: Request) -> Bool {
+        let caller = request.caller
+        if caller.uid == 0 { return true }
+        guard caller.uid == shown.uid, wanted.uid == shown.uid else { return false }
+        return wanted.gid == shown.gid || wanted.gid == caller.gid || request.callerBelongs(to: wanted.gid)
     }
 
     func readlink(_ request: Request, _ inode: fuse_ino_t) {
@@ -59,7 +79,7 @@ extension FuseFileSystem {
 
     func mkdir(_ request: Request, _ parent: fuse_ino_t, _ name: String, _ mode: UInt32) {
         answer(request) {
-            let attributes = try replica.makeFolder(name, in: try id(parent), mode: mode & 0o7777)
+            let attributes = try replica.makeFolder(name, in: try id(parent), mode: mode & 0o7777, owner: request.caller)
             request.entry(entry(attributes, parent: parent, name: name))
         }
     }
@@ -68,14 +88,14 @@ extension FuseFileSystem {
         // Only regular files: devices, FIFOs and sockets have no place in a cloud container.
         guard mode & S_IFMT == S_IFREG else { return request.error(EPERM) }
         answer(request) {
-            let attributes = try replica.makeFile(name, in: try id(parent), mode: mode & 0o7777)
+            let attributes = try replica.makeFile(name, in: try id(parent), mode: mode & 0o7777, owner: request.caller)
             request.entry(entry(attributes, parent: parent, name: name))
         }
     }
 
     func symlink(_ request: Request, _ target: String, _ parent: fuse_ino_t, _ name: String) {
         answer(request) {
-            let attributes = try replica.makeSymlink(name, in: try id(parent), target: target)
+            let attributes = try replica.makeSymlink(name, in: try id(parent), target: target, owner: request.caller)
             request.entry(entry(attributes, parent: parent, name: name))
         }
     }
@@ -121,7 +141,7 @@ extension FuseFileSystem {
     // create, write, flush and release cost no hop to a task.
     func create(_ request: Request, _ parent: fuse_ino_t, _ name: String, _ mode: UInt32, _ info: fuse_file_info) {
         answer(request) {
-            let attributes = try replica.makeFile(name, in: try id(parent), mode: mode & 0o7777)
+            let attributes = try replica.makeFile(name, in: try id(parent), mode: mode & 0o7777, owner: request.caller)
             let file = try replica.openWithoutDownload(attributes.id, write: true, truncate: false)
             var info = info
             info.fh = files.insert(file)

@@ -39,8 +39,9 @@ public final class FuseFileSystem: Sendable {
         }
         result.st_mode = type | (attributes.mode & ~options.umask & 0o7777)
         result.st_nlink = UInt(attributes.linkCount)
-        result.st_uid = options.uid
-        result.st_gid = options.gid
+        let owner = shownOwner(of: attributes)
+        result.st_uid = owner.uid
+        result.st_gid = owner.gid
         result.st_size = Int(attributes.size)
         result.st_blksize = 1 << 20  // tools size their buffers by this: 1 MiB requests
         result.st_blocks = Int((attributes.size + 511) / 512)
@@ -49,6 +50,11 @@ public final class FuseFileSystem: Sendable {
         result.st_ctim = time
         result.st_atim = time
         return result
+    }
+
+    /// The owner `stat` shows: the stored one, unless the mount options name another.
+    func shownOwner(of attributes: ItemAttributes) -> Owner {
+        Owner(uid: options.uid ?? attributes.owner.uid, gid: options.gid ?? attributes.owner.gid)
     }
 
     /// An entry for the kernel, counted as one lookup.

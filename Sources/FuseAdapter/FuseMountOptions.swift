@@ -3,9 +3,9 @@ public struct FuseMountOptions: Sendable {
     public var readOnly = false
     public var allowOther = false
     public var defaultPermissions = false
-    /// Owner shown for every item (the store keeps no owners).
-    public var uid: UInt32
-    public var gid: UInt32
+    /// Owner and group shown for every item instead of the stored ones (nil: the stored).
+    public var uid: UInt32?
+    public var gid: UInt32?
     public var umask: UInt32 = 0
     public var debug = false
     /// Kernel mount flags (`noexec`, `nosuid`, `nodev`, ...) passed on as given.
@@ -13,7 +13,7 @@ public struct FuseMountOptions: Sendable {
     /// `fsname` shown in `mount` and `df` (the container).
     public var source: String
 
-    public init(source: String, uid: UInt32, gid: UInt32) {
+    public init(source: String, uid: UInt32?, gid: UInt32?) {
         self.source = source
         self.uid = uid
         self.gid = gid

@@ -1,4 +1,5 @@
 import CFuse3
+import ContainerFormat
 import Foundation
 import Logging
 import Replica
@@ -32,6 +33,19 @@ final class Request: @unchecked Sendable {
     }
 
     var context: fuse_ctx { fuse_req_ctx(raw).pointee }
+
+    /// The calling process's user and group.
+    var caller: Owner {
+        let context = context
+        return Owner(uid: context.uid, gid: context.gid)
+    }
+
+    /// Whether the calling process has `gid` among its supplementary groups.
+    func callerBelongs(to gid: UInt32) -> Bool {
+        var groups = [gid_t](repeating: 0, count: 256)
+        let count = fuse_req_getgroups(raw, Int32(groups.count), &groups)
+        return count > 0 && groups.prefix(Int(min(count, Int32(groups.count)))).contains(gid)
+    }
 
     func error(_ code: Int32) {
         guard claim() else { return }

@@ -32,7 +32,10 @@ struct MountCommand: AsyncParsableCommand {
                                  device is still uploading (default 60s)
               offline_wait=DURATION  how long a read waits for a store out of
                                  reach before it fails (default 15s)
-              ro, allow_other, default_permissions, uid=N, gid=N, umask=OCTAL
+              uid=N, gid=N       show this owner/group for every item instead of
+                                 the stored one (default: stored owners as
+                                 root, the mounting user otherwise)
+              ro, allow_other, default_permissions, umask=OCTAL
                                  (allow_other turns default_permissions on)
               noexec, nosuid, nodev, noatime, sync, dirsync: kernel mount flags
               foreground, debug  stay in the foreground; log each operation

@@ -75,7 +75,11 @@ struct Mounter {
         } catch let error as ReplicaError {
             throw ExitMessage("cannot open container \(container): \(error.message)")
         }
-        var fuseOptions = FuseMountOptions(source: container, uid: options.uid ?? getuid(), gid: options.gid ?? getgid())
+        // Root shows the stored owners; another user sees everything as its own (it could
+        // not open files it does not own), unless uid= or gid= say otherwise.
+        let asRoot = getuid() == 0
+        var fuseOptions = FuseMountOptions(
+            source: container, uid: options.uid ?? (asRoot ? nil : getuid()), gid: options.gid ?? (asRoot ? nil : getgid()))
         fuseOptions.readOnly = options.readOnly
         fuseOptions.allowOther = options.allowOther
         // Without default_permissions nothing checks permissions at all: with allow_other any

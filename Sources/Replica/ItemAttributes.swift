@@ -11,4 +11,5 @@ public struct ItemAttributes: Sendable, Equatable {
     public var mtime: Timestamp
     public var linkCount: UInt32
     public var target: String?
+    public var owner: Owner = .root
 }

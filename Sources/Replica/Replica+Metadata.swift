@@ -40,20 +40,22 @@ extension Replica {
         }
     }
 
-    public func makeFolder(_ name: String, in parent: ItemID, mode: UInt32) throws(ReplicaError) -> ItemAttributes {
-        try create(name, in: parent, kind: .folder, mode: mode, target: nil)
+    public func makeFolder(_ name: String, in parent: ItemID, mode: UInt32, owner: Owner = .root) throws(ReplicaError) -> ItemAttributes {
+        try create(name, in: parent, kind: .folder, mode: mode, target: nil, owner: owner)
     }
 
     /// A new empty file; its content arrives by `write` and is queued when it is closed.
-    public func makeFile(_ name: String, in parent: ItemID, mode: UInt32) throws(ReplicaError) -> ItemAttributes {
-        try create(name, in: parent, kind: .file, mode: mode, target: nil)
+    public func makeFile(_ name: String, in parent: ItemID, mode: UInt32, owner: Owner = .root) throws(ReplicaError) -> ItemAttributes {
+        try create(name, in: parent, kind: .file, mode: mode, target: nil, owner: owner)
     }
 
-    public func makeSymlink(_ name: String, in parent: ItemID, target: String) throws(ReplicaError) -> ItemAttributes {
+    public func makeSymlink(
+        _ name: String, in parent: ItemID, target: String, owner: Owner = .root
+    ) throws(ReplicaError) -> ItemAttributes {
         guard !target.isEmpty, target.utf8.count < 4096, !target.utf8.contains(0) else {
             throw .invalidArgument("a link target must be 1 to 4095 bytes")
         }
-        return try create(name, in: parent, kind: .symlink, mode: 0o777, target: target)
+        return try create(name, in: parent, kind: .symlink, mode: 0o777, target: target, owner: owner)
     }
 
     /// Names of the live conflict copies of `id` (siblings of it).
@@ -179,6 +181,18 @@ extension Replica {
         }
     }
 
+    /// `chown`: a new owner and group (the caller checked who may). Queued at once, also on
+    /// a file being written (attribute-only updates never conflict).
+    public func setOwner(_ id: ItemID, to owner: Owner) throws(ReplicaError) -> ItemAttributes {
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.view.liveItem(id) else { throw .notFound }
+            if item.ownerOrRoot != owner {
+                enqueue([(.update(.init(id: id, base: 0, owner: owner)), nil)], &state)
+            }
+            return attributes(state.liveItem(id)!, &state)
+        }
+    }
+
     /// `setattr` for mode and modification time (sizes go through `truncate`). On a file
     /// being written they are queued with its content at the next commit (`tar x` sets both
     /// on every file before closing it: one queued change, not three).
@@ -228,8 +242,10 @@ extension Replica {
 
     // MARK: - Internals
 
+    /// `owner`: the creating process's user and group; in a setgid folder, the group is the
+    /// folder's, and a new folder is setgid too (as on Linux).
     private func create(
-        _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, target: String?
+        _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, target: String?, owner: Owner
     ) throws(ReplicaError) -> ItemAttributes {
         if let problem = ItemName.problem(with: name) { throw .invalidName(problem) }
         return try state.withLock { state throws(ReplicaError) in
@@ -237,9 +253,15 @@ extension Replica {
             guard folder.kind == .folder else { throw .notAFolder }
             guard state.view.child(named: name, in: parent) == nil else { throw .exists }
             let id = ItemID(UUID().uuidString)
+            var owner = owner
+            var mode = mode & 0o7777
+            if folder.mode & UInt32(S_ISGID) != 0 {
+                owner.gid = folder.ownerOrRoot.gid
+                if kind == .folder { mode |= UInt32(S_ISGID) }
+            }
             let op = ItemOperation.create(.init(
-                id: id, parent: parent, name: name, kind: kind, mode: mode & 0o7777, mtime: Timestamp.now(),
-                target: target))
+                id: id, parent: parent, name: name, kind: kind, mode: mode, mtime: Timestamp.now(),
+                target: target, owner: owner == .root ? nil : owner))
             if kind == .file {
                 // Dirty from the start: a new file is opened for writing, and its first write
                 // then costs no transaction.
@@ -273,7 +295,7 @@ extension Replica {
             size: item.kind == .symlink ? UInt64(item.target?.utf8.count ?? 0) : item.size,
             // Folders report 1 link, "not counted", as btrfs does: 2 would tell fts-based
             // walkers (Foundation, find without -noleaf) that a folder has no subfolders.
-            mtime: item.mtime, linkCount: 1, target: item.target)
+            mtime: item.mtime, linkCount: 1, target: item.target, owner: item.ownerOrRoot)
     }
 }
 

@@ -17,6 +17,8 @@ public enum ReplicaError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Refused while the item is in use (open, or changes not yet uploaded).
     case busy(String)
     case notSupported(String)
+    /// Not allowed for this caller (`chown` to another user by anyone but root).
+    case notPermitted(String)
     /// The cache belongs to another container or another incarnation of it.
     case identityMismatch(String)
     /// Another device announced this content (metadata first) but has not uploaded it yet.
@@ -42,6 +44,7 @@ public enum ReplicaError: Error, Equatable, Sendable, CustomStringConvertible {
         case .invalidArgument: "invalidArgument"
         case .busy: "busy"
         case .notSupported: "notSupported"
+        case .notPermitted: "notPermitted"
         case .identityMismatch: "identityMismatch"
         case .contentNotUploaded: "contentNotUploaded"
         case .contentLost: "contentLost"
@@ -58,7 +61,7 @@ public enum ReplicaError: Error, Equatable, Sendable, CustomStringConvertible {
         case .notEmpty: "the folder is not empty"
         case .notAFolder: "not a folder"
         case .isAFolder: "is a folder"
-        case .invalidName(let why), .invalidArgument(let why), .busy(let why), .notSupported(let why),
+        case .invalidName(let why), .invalidArgument(let why), .busy(let why), .notSupported(let why), .notPermitted(let why),
             .identityMismatch(let why), .contentNotUploaded(let why), .contentLost(let why), .local(let why, _):
             why
         case .store(let error): error.message

@@ -166,6 +166,11 @@ package final class StateDatabase: Sendable {
                     arguments: [LocalChangeCoding.encode(change), row["local_id"] as Int64])
             }
         }
+        migrator.registerMigration("v4 owners") { db in
+            // NULL: 0 and 0 (items recorded before owners were stored).
+            try db.execute(sql: "ALTER TABLE item ADD COLUMN uid INTEGER")
+            try db.execute(sql: "ALTER TABLE item ADD COLUMN gid INTEGER")
+        }
         return migrator
     }
 
@@ -227,8 +232,8 @@ package final class StateDatabase: Sendable {
             sql: """
                 INSERT OR REPLACE INTO item (id, parent, name, kind, mode, mtime_s, mtime_ns, size,
                 chunks, target, xattrs, version, content_version, deleted, conflict_of, content_pending,
-                content_from)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                content_from, uid, gid)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         for id in ids {
             guard let item = tree.item(id) else { continue }
@@ -239,6 +244,7 @@ package final class StateDatabase: Sendable {
                 item.xattrs.isEmpty ? nil : FormatCoding.encode(item.xattrs),
                 Int64(item.version), Int64(item.contentVersion), item.deleted, item.conflictOf?.rawValue,
                 item.isContentPending, item.contentFrom?.rawValue,
+                item.owner.map { Int64($0.uid) }, item.owner.map { Int64($0.gid) },
             ])
         }
         try setMeta("head", String(tree.head), db)
@@ -255,7 +261,8 @@ package final class StateDatabase: Sendable {
             xattrs: xattrs, version: UInt64(row["version"] as Int64),
             contentVersion: UInt64(row["content_version"] as Int64), deleted: row["deleted"],
             conflictOf: (row["conflict_of"] as String?).map(ItemID.init),
-            contentFrom: (row["content_from"] as String?).map(ItemID.init), isContentPending: row["content_pending"])
+            contentFrom: (row["content_from"] as String?).map(ItemID.init), isContentPending: row["content_pending"],
+            owner: (row["uid"] as Int64?).map { Owner(uid: UInt32($0), gid: UInt32(row["gid"] as Int64? ?? 0)) })
     }
 
     /// Chunk lists as packed 36-byte records (32-byte hash, 4-byte little-endian size): small

@@ -63,6 +63,36 @@ struct FoldTests {
         #expect(journal.tree.item(ItemID("f"))?.deleted == true)
     }
 
+    @Test("owners: given at creation, changed by updates, kept by conflict copies; none means 0:0")
+    func owners() throws {
+        var journal = Journal()
+        var created = ItemOperation.Create(
+            id: ItemID("f"), parent: .root, name: "f", kind: .file, mode: 0o644, mtime: Timestamp(seconds: 1),
+            content: content("v1"), owner: Owner(uid: 1000, gid: 100))
+        journal.commit("a", [.create(created)])
+        #expect(journal.tree.item(ItemID("f"))?.owner == Owner(uid: 1000, gid: 100))
+        journal.commit("a", [.update(.init(id: ItemID("f"), base: 1, owner: Owner(uid: 2000, gid: 200)))])
+        #expect(journal.tree.item(ItemID("f"))?.ownerOrRoot == Owner(uid: 2000, gid: 200))
+        // chown to 0:0 is held as no owner, as items from before owners were stored.
+        journal.commit("a", [.update(.init(id: ItemID("f"), base: 1, owner: .root))])
+        #expect(journal.tree.item(ItemID("f"))?.owner == nil)
+        journal.commit("a", [.update(.init(id: ItemID("f"), base: 1, owner: Owner(uid: 5, gid: 6)))])
+        // A stale edit's conflict copy keeps the file's owner.
+        journal.commit("b", [edit("f", base: 0, "other")])
+        let copy = try #require(journal.tree.children(of: .root).first { $0.conflictOf == ItemID("f") })
+        #expect(copy.owner == Owner(uid: 5, gid: 6))
+        // Commits carry owners in JSON; a commit without (format 1) decodes with none.
+        created.id = ItemID("g")
+        let commit = Commit(commitID: "c", device: "a", deviceID: "a", time: .zero, ops: [.create(created)])
+        #expect(commit.format == 2)
+        let decoded = try FormatCoding.decode(Commit.self, from: FormatCoding.encode(commit))
+        #expect(decoded.ops == commit.ops)
+        let old = #"{"commit":"c","device":"a","deviceID":"a","format":1,"ops":[{"op":"create","id":"h","parent":"root","name":"h","kind":"file","mode":420,"mtime":{"s":0,"ns":0},"content":{"size":0,"chunks":[]},"xattrs":{}}],"time":{"s":0,"ns":0}}"#
+        let legacy = try FormatCoding.decode(Commit.self, from: Data(old.utf8))
+        guard case .create(let op) = legacy.ops.first else { Issue.record("no create in \(legacy.ops)"); return }
+        #expect(op.owner == nil)
+    }
+
     @Test("an edit from an old base becomes a conflict copy named after the device and UTC time")
     func conflictCopy() {
         var journal = Journal()

@@ -15,10 +15,12 @@ struct LocalChangeCodingTests {
             mtime: Timestamp(seconds: -7, nanoseconds: 999_999_999), content: Content(size: 303, chunks: chunks),
             xattrs: ["user.x": Data([0, 255]), "user.b": Data()])
         pendingCreate.contentPending = true
+        pendingCreate.owner = Owner(uid: 1000, gid: 0)
         var pendingUpdate = ItemOperation.Update(
             id: ItemID("a"), base: 9, content: Content(size: 303, chunks: chunks), mode: 0o600,
             mtime: Timestamp(seconds: 5, nanoseconds: 1), xattrs: [:])
         pendingUpdate.contentPending = false
+        pendingUpdate.owner = Owner(uid: 0, gid: 4_000_000_000)
         return [
             LocalChange(localID: 1, time: Timestamp(seconds: 1_700_000_000, nanoseconds: 5), ops: [.create(pendingCreate)]),
             LocalChange(

@@ -3,7 +3,8 @@ import Testing
 
 @testable import ContainerFormat
 
-/// Snapshots are written in the protobuf form (format 2); format 1 (JSON) is still read.
+/// Snapshots are written in the protobuf form (format 3, with owners); format 1 (JSON) is
+/// still read.
 struct SnapshotCodingTests {
     /// Items with every field set, and names and attributes with characters that need care.
     private func snapshot(items count: Int) -> Snapshot {
@@ -25,7 +26,8 @@ struct SnapshotCodingTests {
                 xattrs: index % 2 == 0 ? ["user.x": Data("a]\"[,".utf8), "user.b": Data([0, 255])] : [:],
                 version: UInt64(index + 1), contentVersion: UInt64(index), deleted: index % 5 == 0,
                 conflictOf: index % 7 == 0 ? folder : nil, contentFrom: index % 11 == 0 ? ItemID("item-0") : nil,
-                isContentPending: index % 3 == 0))
+                isContentPending: index % 3 == 0,
+                owner: index % 4 == 0 ? nil : Owner(uid: UInt32(index % 3) * 1000 + 1, gid: UInt32(index % 5))))
         }
         return Snapshot(of: Tree(items: items, head: 77))
     }
@@ -36,7 +38,7 @@ struct SnapshotCodingTests {
         let data = SnapshotCoding.encode(original)
         #expect(data.first != UInt8(ascii: "{"))
         let decoded = try SnapshotCoding.decode(data)
-        #expect(decoded.format == 2 && decoded.seq == 77)
+        #expect(decoded.format == 3 && decoded.seq == 77)
         #expect(decoded.items == original.items)
         #expect(SnapshotCoding.encode(Snapshot(of: decoded.tree)) == data)
     }

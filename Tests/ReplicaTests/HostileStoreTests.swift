@@ -21,7 +21,7 @@ struct HostileStoreTests {
         let journal = "\(devices.container)/journal/"
         func key(_ seq: Int) throws -> BlobKey { try BlobKey(journal + String(format: "%020d", seq)) }
         let head = Int(a.head)
-        // A truncated entry, garbage, a future format, and hostile names.
+        // A truncated entry, garbage, an entry missing fields, and hostile names.
         let valid = FormatCoding.encode(Commit(
             commitID: "x", device: "evil", deviceID: "evil", time: .zero,
             ops: ["../escape", "a/b", "", String(repeating: "n", count: 300), "ok-from-evil"].enumerated().map {
@@ -29,7 +29,7 @@ struct HostileStoreTests {
             }))
         try await store.putIfAbsent(try key(head + 1), data: valid.prefix(valid.count / 2))
         try await store.putIfAbsent(try key(head + 2), data: Data([0xFF, 0x00, 0x13]))
-        try await store.putIfAbsent(try key(head + 3), data: Data(#"{"format":99,"commit":"f","device":"d","deviceID":"d","time":{"s":0,"ns":0},"ops":[]}"#.utf8))
+        try await store.putIfAbsent(try key(head + 3), data: Data(#"{"format":1,"commit":"f"}"#.utf8))
         try await store.putIfAbsent(try key(head + 4), data: valid)
         try await store.putIfAbsent(try key(head + 5), data: Data(#"{"format":1,"commit":"g","device":"d","deviceID":"d","time":{"s":0,"ns":0},"ops":[{"op":"explode"},{"op":"delete","id":"nothing","base":1}]}"#.utf8))
 
@@ -41,6 +41,32 @@ struct HostileStoreTests {
         try await b.push()
         try await a.pull()
         #expect(try a.names() == ["good-1", "good-2", "ok-from-evil"])
+    }
+
+    @Test("an entry of a newer format is refused, not skipped: nothing after it applies, and the error says to upgrade")
+    func newerFormat() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        try await a.writeFile("before", Data("1".utf8))
+        try await a.push()
+        let head = Int(a.head)
+        let journal = "\(devices.container)/journal/"
+        func key(_ seq: Int) throws -> BlobKey { try BlobKey(journal + String(format: "%020d", seq)) }
+        try await devices.store.putIfAbsent(
+            try key(head + 1), data: Data(#"{"format":99,"commit":"f","device":"d","deviceID":"d","time":{"s":0,"ns":0},"ops":[]}"#.utf8))
+        try await devices.store.putIfAbsent(try key(head + 2), data: FormatCoding.encode(Commit(
+            commitID: "y", device: "d", deviceID: "d", time: .zero,
+            ops: [.create(.init(id: ItemID("after"), parent: .root, name: "after", kind: .file, mode: 0o644, mtime: .zero))])))
+        do {
+            try await a.pull()
+            Issue.record("a newer entry was read past")
+        } catch let error as FormatError {
+            #expect(error == .unsupportedFormat(what: "journal entry \(head + 1)", version: 99))
+            #expect(error.message.contains("upgrade icloudfs"))
+        }
+        #expect(a.head == UInt64(head))
+        #expect(try a.names() == ["before"])
     }
 
     @Test("a FIFO, a 1 TB sparse file and symlink loops in the store stall nothing: they are skipped as unreadable")

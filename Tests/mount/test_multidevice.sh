@@ -245,3 +245,24 @@ if libc.renameat2(-100, sys.argv[1].encode(), -100, sys.argv[2].encode(), 2) != 
     assert_eq "$(ls -A "$T/b" | tr '\n' ' ')" "x y "
 }
 
+test_owners_arrive_on_another_device() {
+    mount_device a
+    mount_device b
+    echo x > "$T/a/f"
+    mkdir "$T/a/d"
+    ln -s f "$T/a/l"
+    chown 1234:5678 "$T/a/f"
+    chown 77:88 "$T/a/d"
+    chown -h 5:6 "$T/a/l"
+    sync_wait a
+    eventually 'test "$(stat -c %u:%g "$T/b/f")" = 1234:5678'
+    assert_eq "$(stat -c %u:%g "$T/b/d")" 77:88
+    assert_eq "$(stat -c %u:%g "$T/b/l")" 5:6
+    # Kept across a restart (the device's state), and uid= shows another user instead.
+    fusermount3 -u "$T/b"
+    mount_device b
+    assert_eq "$(stat -c %u:%g "$T/b/f")" 1234:5678
+    mount_device c uid=42
+    assert_eq "$(stat -c %u:%g "$T/c/f")" 42:5678
+}
+

@@ -1,0 +1,70 @@
+"""Owners: chown and lchown as root, set-id bits, setgid folders, and what another user may do."""
+import os
+import stat
+from harness import folder, step, write_file
+
+folder()
+
+
+def owner(path, follow=True):
+    st = os.stat(path) if follow else os.lstat(path)
+    return st.st_uid, st.st_gid
+
+
+def mode(path):
+    return oct(stat.S_IMODE(os.stat(path).st_mode))
+
+
+def as_user(uid, gid, action):
+    """Runs `action` in a child with only that user and group: its result or errno name."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            result = repr(action())
+        except OSError as error:
+            import errno
+            result = errno.errorcode.get(error.errno, str(error.errno))
+        os.write(write, result.encode())
+        os._exit(0)
+    os.close(write)
+    result = os.read(read, 500).decode()
+    os.waitpid(pid, 0)
+    return result
+
+
+write_file("f")
+os.mkdir("d")
+os.symlink("f", "link")
+step("a new file's owner", lambda: owner("f"))
+step("chown", lambda: (os.chown("f", 1234, 5678), owner("f"))[1])
+step("chown the group only", lambda: (os.chown("f", -1, 99), owner("f"))[1])
+step("chown the user only", lambda: (os.chown("f", 4321, -1), owner("f"))[1])
+step("chown a folder", lambda: (os.chown("d", 77, 88), owner("d"))[1])
+step("lchown a symlink", lambda: (os.lchown("link", 5, 6), owner("link", follow=False), owner("f"))[1:])
+step("chown through a symlink", lambda: (os.chown("link", 7, 8), owner("link", follow=False), owner("f"))[1:])
+step("chown clears set-id bits", lambda: (os.chmod("f", 0o6755), os.chown("f", 1, 1), mode("f"))[2])
+step("chown keeps a folder's setgid", lambda: (os.chmod("d", 0o2775), os.chown("d", 1, 1), mode("d"))[2])
+
+os.mkdir("shared")
+os.chown("shared", 0, 4321)
+os.chmod("shared", 0o2777)
+step("a file in a setgid folder", lambda: (write_file("shared/f"), owner("shared/f"))[1])
+step("a folder in a setgid folder", lambda: (os.mkdir("shared/sub"), owner("shared/sub"), mode("shared/sub"))[1:])
+
+write_file("mine")
+os.chown("mine", 1000, 1000)
+os.chmod("mine", 0o666)
+os.chmod(".", 0o777)
+step("another user gives its file away", lambda: as_user(1000, 1000, lambda: os.chown("mine", 2000, -1)))
+step("another user keeps its own values", lambda: as_user(1000, 1000, lambda: (os.chown("mine", 1000, 1000), owner("mine"))[1]))
+step("another user sets a group it is not in", lambda: as_user(1000, 1000, lambda: os.chown("mine", -1, 3000)))
+step("another user chowns root's file", lambda: as_user(1000, 1000, lambda: os.chown("f", -1, 1000)))
+step("another user creates a file", lambda: as_user(1000, 1000, lambda: (write_file("theirs"), owner("theirs"))[1]))
+write_file("setuid")
+os.chmod("setuid", 0o4777)
+step("a write by another user clears setuid", lambda: (as_user(1000, 1000, lambda: write_file("setuid", b"x")), mode("setuid")))
