@@ -713,6 +713,7 @@ extension Replica {
                     let written = state.dirtyMtime[id] != nil
                     let mtime = state.dirtyMtime[id] ?? Timestamp.now()
                     let mode = state.dirtyMode.removeValue(forKey: id)
+                    let owner = state.dirtyOwner.removeValue(forKey: id)
                     record.chunks = chunks
                     record.size = snapshot.size
                     record.present = ByteRanges([0..<snapshot.size])
@@ -726,12 +727,12 @@ extension Replica {
                     // Deleted on another device while open here: the edit is queued anyway and
                     // revives the file (an edit beats a delete).
                     let unchanged = !item.deleted && item.chunks == chunks && item.size == snapshot.size
-                    if unchanged && !written && mode == nil {  // created and closed without a write: nothing to queue
+                    if unchanged && !written && mode == nil && owner == nil {  // created and closed without a write: nothing to queue
                         return (true, record)
                     }
                     let op = ItemOperation.update(.init(
                         id: id, base: 0, content: unchanged ? nil : Content(size: snapshot.size, chunks: chunks),
-                        mode: mode, mtime: unchanged && !written ? nil : mtime))
+                        mode: mode, mtime: unchanged && !written ? nil : mtime, owner: owner))
                     let base = state.openedBase[id] ?? state.device.base(of: id)
                     enqueue([(op, unchanged ? nil : base)], &state, content: [id])
                     if !unchanged { state.unstaged.add(pieces.filter { !state.storedChunks.contains($0.ref.hash) }, of: id) }

@@ -181,12 +181,14 @@ extension Replica {
         }
     }
 
-    /// `chown`: a new owner and group (the caller checked who may). Queued at once, also on
-    /// a file being written (attribute-only updates never conflict).
+    /// `chown`: a new owner and group (the caller checked who may). On a file being written
+    /// it is queued with its content at the next commit, as modes and times are.
     public func setOwner(_ id: ItemID, to owner: Owner) throws(ReplicaError) -> ItemAttributes {
         try state.withLock { state throws(ReplicaError) in
-            guard let item = state.view.liveItem(id) else { throw .notFound }
-            if item.ownerOrRoot != owner {
+            guard let item = state.liveItem(id) else { throw .notFound }
+            if state.content[id]?.dirty == true {
+                state.dirtyOwner[id] = owner
+            } else if item.ownerOrRoot != owner {
                 enqueue([(.update(.init(id: id, base: 0, owner: owner)), nil)], &state)
             }
             return attributes(state.liveItem(id)!, &state)

@@ -24,6 +24,8 @@ struct ReplicaState: Sendable {
     var dirtyMtime: [ItemID: Timestamp] = [:]
     /// Modes set on files being written: queued with their content at the next commit.
     var dirtyMode: [ItemID: UInt32] = [:]
+    /// Owners set on files being written (`cp -a`, `rsync -a` as root): queued likewise.
+    var dirtyOwner: [ItemID: Owner] = [:]
     var openCount: [ItemID: Int] = [:]
     /// Files being downloaded to be opened for writing: kept (never evicted) meanwhile.
     var openingForWrite: [ItemID: Int] = [:]
@@ -85,6 +87,7 @@ struct ReplicaState: Sendable {
         item.size = record.size
         item.mtime = dirtyMtime[item.id] ?? item.mtime
         item.mode = dirtyMode[item.id] ?? item.mode
+        if let owner = dirtyOwner[item.id] { item.owner = owner == .root ? nil : owner }
         return item
     }
 

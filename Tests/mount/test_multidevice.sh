@@ -254,10 +254,14 @@ test_owners_arrive_on_another_device() {
     chown 1234:5678 "$T/a/f"
     chown 77:88 "$T/a/d"
     chown -h 5:6 "$T/a/l"
+    # Set while the file is being written (cp -a, tar): queued with its content.
+    python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644)
+os.write(fd, b"x"); os.fchown(fd, 11, 22); os.close(fd)' "$T/a/w"
     sync_wait a
     eventually 'test "$(stat -c %u:%g "$T/b/f")" = 1234:5678'
     assert_eq "$(stat -c %u:%g "$T/b/d")" 77:88
     assert_eq "$(stat -c %u:%g "$T/b/l")" 5:6
+    assert_eq "$(stat -c %u:%g "$T/b/w")" 11:22
     # Kept across a restart (the device's state), and uid= shows another user instead.
     fusermount3 -u "$T/b"
     mount_device b

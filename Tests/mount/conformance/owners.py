@@ -50,6 +50,20 @@ step("chown through a symlink", lambda: (os.chown("link", 7, 8), owner("link", f
 step("chown clears set-id bits", lambda: (os.chmod("f", 0o6755), os.chown("f", 1, 1), mode("f"))[2])
 step("chown keeps a folder's setgid", lambda: (os.chmod("d", 0o2775), os.chown("d", 1, 1), mode("d"))[2])
 
+
+
+def chown_while_writing():
+    # As cp -a and tar do: write, then fchown and fchmod before the close.
+    fd = os.open("written", os.O_CREAT | os.O_WRONLY, 0o600)
+    os.write(fd, b"bytes")
+    os.fchown(fd, 321, 654)
+    shown = os.fstat(fd).st_uid, os.fstat(fd).st_gid
+    os.fchmod(fd, 0o640)
+    os.close(fd)
+    return shown, owner("written"), mode("written")
+
+
+step("fchown while writing", chown_while_writing)
 os.mkdir("shared")
 os.chown("shared", 0, 4321)
 os.chmod("shared", 0o2777)
