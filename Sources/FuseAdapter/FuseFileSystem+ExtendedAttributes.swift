@@ -60,7 +60,11 @@ extension FuseFileSystem {
     func listxattr(_ request: Request, _ inode: fuse_ino_t, _ size: Int) {
         answer(request) {
             let item = try id(inode)
-            let names = try replica.syncState(of: item).attributes.map(\.name) + replica.userAttributeNames(of: item)
+            // Linux keeps user.* attributes off symlinks (the kernel answers their getxattr
+            // with ENODATA itself): listing ours there would make `rsync -X` fail on them.
+            let names =
+                try replica.attributes(of: item).kind == .symlink
+                ? [] : replica.syncState(of: item).attributes.map(\.name) + replica.userAttributeNames(of: item)
             var list = Data()
             for name in names {
                 list.append(contentsOf: name.utf8)
@@ -89,7 +93,15 @@ extension FuseFileSystem {
 
     func removexattr(_ request: Request, _ inode: fuse_ino_t, _ name: String) {
         guard name.hasPrefix("user.") else { return request.error(ENOTSUP) }
-        guard !name.hasPrefix(Self.icloudPrefix) else { return request.error(EPERM) }
+        if name.hasPrefix(Self.icloudPrefix) {
+            // The sync state is reported, not stored: removing it changes nothing and is no
+            // error (`rsync -X` removes every attribute its source lacks), except that
+            // removing isPinned unpins.
+            return answer(request) {
+                if Action(rawValue: name) == .isPinned { try replica.setPinned(try id(inode), false) }
+                request.ok()
+            }
+        }
         answer(request) {
             do {
                 try replica.setUserAttribute(name, of: try id(inode), to: nil)

@@ -139,6 +139,35 @@ test_fallocate_behaves_as_on_a_local_disk() {
     cmp "$T/b/f" "$T/f"
 }
 
+test_rsync_and_cp_a_round_trip_owners_modes_times_xattrs() {
+    mount_device a
+    mkdir -p "$T/src/sub"
+    echo one > "$T/src/f1"
+    echo two > "$T/src/sub/f2"
+    ln -s f1 "$T/src/link"
+    chown 1234:5678 "$T/src/f1"
+    chown -h 42:43 "$T/src/link"
+    chown 7:8 "$T/src/sub"
+    chmod 4755 "$T/src/f1"
+    chmod 2775 "$T/src/sub"
+    setfattr -n user.tag -v red "$T/src/sub/f2"
+    # Times in the past: rsync compares whole seconds, so a copy made in the second its
+    # source was made would keep the copy's own time (on any filesystem).
+    find "$T/src" -depth -exec touch -h -d '2020-05-06 07:08:09.987654321' {} +
+    touch -d '2001-02-03 04:05:06.123456789' "$T/src/sub/f2"
+    # Owners, modes with set-id bits, nanosecond times, symlinks and user xattrs, as stat
+    # shows them (sizes aside: a folder's is 0 here).
+    listing() { (cd "$1" && find . -mindepth 1 -printf '%p %M %U %G %T@ %l\n' | sort; getfattr -n user.tag sub/f2); }
+    cp -a "$T/src" "$T/a/cp"
+    rsync -aX "$T/src/" "$T/a/rsync/"
+    rsync -aX "$T/src/" "$T/a/rsync/"  # again: nothing to do, no error (the sync-state attributes)
+    listing "$T/src" > "$T/src.list"
+    listing "$T/a/cp" > "$T/cp.list"
+    listing "$T/a/rsync" > "$T/rsync.list"
+    diff "$T/src.list" "$T/cp.list"
+    diff "$T/src.list" "$T/rsync.list"
+}
+
 test_copy_file_range_copies_inside_the_daemon() {
     mount_device a
     head -c 3000000 /dev/urandom > "$T/source"
