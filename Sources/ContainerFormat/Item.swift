@@ -56,6 +56,17 @@ public struct Owner: Hashable, Codable, Sendable {
 
 public enum ItemKind: String, Codable, Sendable {
     case file, folder, symlink
+    /// Special files (format 2): names with a mode, owner and times, never content; the
+    /// kernel serves them (a FIFO's bytes never reach the mount, let alone the store).
+    case fifo, socket
+    case characterDevice = "char", blockDevice = "block"
+
+    public var isSpecial: Bool {
+        switch self {
+        case .file, .folder, .symlink: false
+        case .fifo, .socket, .characterDevice, .blockDevice: true
+        }
+    }
 }
 
 /// A point in time as seconds and nanoseconds since 1970 (UTC), exact in JSON.
@@ -173,6 +184,8 @@ public struct Item: Hashable, Codable, Sendable {
     public var contentPending: Bool?
     /// Owner and group; nil for 0 and 0 (items stored before owners were). See ``ownerOrRoot``.
     public var owner: Owner?
+    /// A device file's device number (`st_rdev`); nil for every other kind.
+    public var device: UInt64?
 
     public var ownerOrRoot: Owner { owner ?? .root }
 
@@ -195,7 +208,7 @@ public struct Item: Hashable, Codable, Sendable {
         mtime: Timestamp, size: UInt64 = 0, chunks: [ChunkRef] = [], target: String? = nil,
         xattrs: [String: Data] = [:], version: UInt64 = 0, contentVersion: UInt64 = 0,
         deleted: Bool = false, conflictOf: ItemID? = nil, contentFrom: ItemID? = nil,
-        isContentPending: Bool = false, owner: Owner? = nil
+        isContentPending: Bool = false, owner: Owner? = nil, device: UInt64? = nil
     ) {
         self.id = id
         self.parent = parent
@@ -214,6 +227,7 @@ public struct Item: Hashable, Codable, Sendable {
         self.contentFrom = contentFrom
         self.contentPending = isContentPending ? true : nil
         self.owner = owner
+        self.device = device
     }
 
     public static func rootFolder() -> Item {

@@ -40,11 +40,13 @@ public enum ItemOperation: Hashable, Sendable {
         public var contentPending: Bool?
         /// Absent: 0 and 0 (commits before format 2 have none).
         public var owner: Owner?
+        /// A device file's device number.
+        public var device: UInt64?
 
         public init(
             id: ItemID, parent: ItemID, name: String, kind: ItemKind, mode: UInt32,
             mtime: Timestamp, content: Content = .empty, target: String? = nil,
-            xattrs: [String: Data] = [:], owner: Owner? = nil
+            xattrs: [String: Data] = [:], owner: Owner? = nil, device: UInt64? = nil
         ) {
             self.id = id
             self.parent = parent
@@ -56,6 +58,7 @@ public enum ItemOperation: Hashable, Sendable {
             self.target = target
             self.xattrs = xattrs
             self.owner = owner
+            self.device = device
         }
     }
 

@@ -131,6 +131,7 @@ extension OperationMessage {
                 message.uid = owner.uid
                 message.gid = owner.gid
             }
+            if let device = op.device { message.device = device }
             create = message
         case .update(let op):
             var message = UpdateMessage()
@@ -176,6 +177,7 @@ extension ItemOperation {
                 target: m.hasTarget ? m.target : nil, xattrs: m.xattrs.dictionary)
             op.contentPending = m.hasContentPending ? m.contentPending : nil
             op.owner = m.hasUid ? Owner(uid: m.uid, gid: m.gid) : nil
+            op.device = m.hasDevice ? m.device : nil
             self = .create(op)
         case .update(let m):
             var op = ItemOperation.Update(

@@ -62,6 +62,7 @@ extension ItemMessage {
             uid = owner.uid
             gid = owner.gid
         }
+        if let device = item.device { self.device = device }
     }
 }
 
@@ -87,7 +88,8 @@ extension Item {
             conflictOf: message.hasConflictOf ? ItemID(message.conflictOf) : nil,
             contentFrom: message.hasContentFrom ? ItemID(message.contentFrom) : nil,
             isContentPending: message.contentPending,
-            owner: message.hasUid || message.hasGid ? Tree.stored(Owner(uid: message.uid, gid: message.gid)) : nil)
+            owner: message.hasUid || message.hasGid ? Tree.stored(Owner(uid: message.uid, gid: message.gid)) : nil,
+            device: message.hasDevice ? message.device : nil)
     }
 }
 
@@ -97,6 +99,10 @@ extension KindMessage {
         case .file: self = .file
         case .folder: self = .folder
         case .symlink: self = .symlink
+        case .fifo: self = .fifo
+        case .socket: self = .socket
+        case .characterDevice: self = .characterDevice
+        case .blockDevice: self = .blockDevice
         }
     }
 }
@@ -107,6 +113,10 @@ extension ItemKind {
         case .file: self = .file
         case .folder: self = .folder
         case .symlink: self = .symlink
+        case .fifo: self = .fifo
+        case .socket: self = .socket
+        case .characterDevice: self = .characterDevice
+        case .blockDevice: self = .blockDevice
         case .UNRECOGNIZED(let value): throw SnapshotItemError(description: "item \(id): unknown kind \(value)")
         }
     }

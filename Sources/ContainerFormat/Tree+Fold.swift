@@ -83,7 +83,8 @@ extension Tree {
             kind: op.kind, mode: op.mode & 0o7777, mtime: op.mtime, size: op.content.size,
             chunks: op.content.chunks, target: op.target, xattrs: Tree.userAttributes(op.xattrs),
             version: fold.seq, contentVersion: fold.seq, isContentPending: op.contentPending == true,
-            owner: Tree.stored(op.owner))
+            owner: Tree.stored(op.owner),
+            device: op.kind == .characterDevice || op.kind == .blockDevice ? op.device ?? 0 : nil)
         if item.name != op.name { fold.note("\(op.name) exists; created as \(item.name)") }
         store(item)
         fold.outcome.changed.insert(item.id)
@@ -271,6 +272,8 @@ extension Tree {
                 return "a symlink needs a target of 1 to 4095 bytes without NUL"
             }
             return content.size == 0 ? nil : "a symlink has no content"
+        case .fifo, .socket, .characterDevice, .blockDevice:
+            return content.size == 0 && target == nil ? nil : "a special file has no content"
         }
     }
 

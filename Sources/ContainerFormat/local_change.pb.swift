@@ -181,6 +181,15 @@ nonisolated struct CreateMessage: Sendable {
   /// Clears the value of `gid`. Subsequent reads from it will return its default value.
   mutating func clearGid() {self._gid = nil}
 
+  var device: UInt64 {
+    get {_device ?? 0}
+    set {_device = newValue}
+  }
+  /// Returns true if `device` has been explicitly set.
+  var hasDevice: Bool {self._device != nil}
+  /// Clears the value of `device`. Subsequent reads from it will return its default value.
+  mutating func clearDevice() {self._device = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -191,6 +200,7 @@ nonisolated struct CreateMessage: Sendable {
   fileprivate var _contentPending: Bool? = nil
   fileprivate var _uid: UInt32? = nil
   fileprivate var _gid: UInt32? = nil
+  fileprivate var _device: UInt64? = nil
 }
 
 /// Absent fields stay as they are.
@@ -512,7 +522,7 @@ nonisolated extension OperationMessage: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".CreateMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{1}mtime\0\u{1}content\0\u{1}target\0\u{1}xattrs\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{1}mtime\0\u{1}content\0\u{1}target\0\u{1}xattrs\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -532,6 +542,7 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
       case 10: try { try decoder.decodeSingularBoolField(value: &self._contentPending) }()
       case 11: try { try decoder.decodeSingularUInt32Field(value: &self._uid) }()
       case 12: try { try decoder.decodeSingularUInt32Field(value: &self._gid) }()
+      case 13: try { try decoder.decodeSingularUInt64Field(value: &self._device) }()
       default: break
       }
     }
@@ -578,6 +589,9 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
     try { if let v = self._gid {
       try visitor.visitSingularUInt32Field(value: v, fieldNumber: 12)
     } }()
+    try { if let v = self._device {
+      try visitor.visitSingularUInt64Field(value: v, fieldNumber: 13)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -594,6 +608,7 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
     if lhs._contentPending != rhs._contentPending {return false}
     if lhs._uid != rhs._uid {return false}
     if lhs._gid != rhs._gid {return false}
+    if lhs._device != rhs._device {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -33,6 +33,12 @@ nonisolated enum KindMessage: SwiftProtobuf.Enum, Swift.CaseIterable {
   case file // = 0
   case folder // = 1
   case symlink // = 2
+
+  /// Special files (format 3): metadata only, never content.
+  case fifo // = 3
+  case socket // = 4
+  case characterDevice // = 5
+  case blockDevice // = 6
   case UNRECOGNIZED(Int)
 
   init() {
@@ -44,6 +50,10 @@ nonisolated enum KindMessage: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 0: self = .file
     case 1: self = .folder
     case 2: self = .symlink
+    case 3: self = .fifo
+    case 4: self = .socket
+    case 5: self = .characterDevice
+    case 6: self = .blockDevice
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -53,6 +63,10 @@ nonisolated enum KindMessage: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .file: return 0
     case .folder: return 1
     case .symlink: return 2
+    case .fifo: return 3
+    case .socket: return 4
+    case .characterDevice: return 5
+    case .blockDevice: return 6
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -62,6 +76,10 @@ nonisolated enum KindMessage: SwiftProtobuf.Enum, Swift.CaseIterable {
     .file,
     .folder,
     .symlink,
+    .fifo,
+    .socket,
+    .characterDevice,
+    .blockDevice,
   ]
 
 }
@@ -212,6 +230,16 @@ nonisolated struct ItemMessage: @unchecked Sendable {
   /// Clears the value of `gid`. Subsequent reads from it will return its default value.
   mutating func clearGid() {_uniqueStorage()._gid = nil}
 
+  /// A device file's device number (format 3).
+  var device: UInt64 {
+    get {_storage._device ?? 0}
+    set {_uniqueStorage()._device = newValue}
+  }
+  /// Returns true if `device` has been explicitly set.
+  var hasDevice: Bool {_storage._device != nil}
+  /// Clears the value of `device`. Subsequent reads from it will return its default value.
+  mutating func clearDevice() {_uniqueStorage()._device = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -238,7 +266,7 @@ nonisolated struct AttributeMessage: Sendable {
 fileprivate nonisolated let _protobuf_package = "icloudfs.snapshot"
 
 nonisolated extension KindMessage: SwiftProtobuf._ProtoNameProviding {
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0FILE\0\u{1}FOLDER\0\u{1}SYMLINK\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0FILE\0\u{1}FOLDER\0\u{1}SYMLINK\0\u{1}FIFO\0\u{1}SOCKET\0\u{1}CHARACTER_DEVICE\0\u{1}BLOCK_DEVICE\0")
 }
 
 nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -283,7 +311,7 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".ItemMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{3}mtime_seconds\0\u{3}mtime_nanoseconds\0\u{1}size\0\u{3}chunk_hashes\0\u{3}chunk_sizes\0\u{1}target\0\u{1}xattrs\0\u{1}version\0\u{3}content_version\0\u{1}deleted\0\u{3}conflict_of\0\u{3}content_from\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{3}mtime_seconds\0\u{3}mtime_nanoseconds\0\u{1}size\0\u{3}chunk_hashes\0\u{3}chunk_sizes\0\u{1}target\0\u{1}xattrs\0\u{1}version\0\u{3}content_version\0\u{1}deleted\0\u{3}conflict_of\0\u{3}content_from\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0")
 
   fileprivate class _StorageClass {
     var _id: String = String()
@@ -306,6 +334,7 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
     var _contentPending: Bool = false
     var _uid: UInt32? = nil
     var _gid: UInt32? = nil
+    var _device: UInt64? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -336,6 +365,7 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
       _contentPending = source._contentPending
       _uid = source._uid
       _gid = source._gid
+      _device = source._device
     }
   }
 
@@ -374,6 +404,7 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
         case 18: try { try decoder.decodeSingularBoolField(value: &_storage._contentPending) }()
         case 19: try { try decoder.decodeSingularUInt32Field(value: &_storage._uid) }()
         case 20: try { try decoder.decodeSingularUInt32Field(value: &_storage._gid) }()
+        case 21: try { try decoder.decodeSingularUInt64Field(value: &_storage._device) }()
         default: break
         }
       }
@@ -446,6 +477,9 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
       try { if let v = _storage._gid {
         try visitor.visitSingularUInt32Field(value: v, fieldNumber: 20)
       } }()
+      try { if let v = _storage._device {
+        try visitor.visitSingularUInt64Field(value: v, fieldNumber: 21)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -475,6 +509,7 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
         if _storage._contentPending != rhs_storage._contentPending {return false}
         if _storage._uid != rhs_storage._uid {return false}
         if _storage._gid != rhs_storage._gid {return false}
+        if _storage._device != rhs_storage._device {return false}
         return true
       }
       if !storagesAreEqual {return false}

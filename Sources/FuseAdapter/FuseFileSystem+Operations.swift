@@ -84,11 +84,24 @@ extension FuseFileSystem {
         }
     }
 
-    func mknod(_ request: Request, _ parent: fuse_ino_t, _ name: String, _ mode: UInt32) {
-        // Only regular files: devices, FIFOs and sockets have no place in a cloud container.
-        guard mode & S_IFMT == S_IFREG else { return request.error(EPERM) }
+    /// Regular files, and special files as metadata (the kernel checked who may make a
+    /// device; it serves FIFOs, sockets and devices itself, so their I/O never comes here).
+    func mknod(_ request: Request, _ parent: fuse_ino_t, _ name: String, _ mode: UInt32, _ device: UInt64) {
+        let kind: ItemKind
+        switch mode & S_IFMT {
+        case S_IFREG: kind = .file
+        case S_IFIFO: kind = .fifo
+        case S_IFSOCK: kind = .socket
+        case S_IFCHR: kind = .characterDevice
+        case S_IFBLK: kind = .blockDevice
+        default: return request.error(EINVAL)
+        }
         answer(request) {
-            let attributes = try replica.makeFile(name, in: try id(parent), mode: mode & 0o7777, owner: request.caller)
+            let folder = try id(parent)
+            let attributes =
+                kind == .file
+                ? try replica.makeFile(name, in: folder, mode: mode & 0o7777, owner: request.caller)
+                : try replica.makeSpecial(name, in: folder, kind: kind, mode: mode & 0o7777, device: device, owner: request.caller)
             request.entry(entry(attributes, parent: parent, name: name))
         }
     }

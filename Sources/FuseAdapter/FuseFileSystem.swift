@@ -36,7 +36,12 @@ public final class FuseFileSystem: Sendable {
         case .file: type = S_IFREG
         case .folder: type = S_IFDIR
         case .symlink: type = S_IFLNK
+        case .fifo: type = S_IFIFO
+        case .socket: type = S_IFSOCK
+        case .characterDevice: type = S_IFCHR
+        case .blockDevice: type = S_IFBLK
         }
+        result.st_rdev = UInt(attributes.device)
         result.st_mode = type | (attributes.mode & ~options.umask & 0o7777)
         result.st_nlink = UInt(attributes.linkCount)
         let owner = shownOwner(of: attributes)

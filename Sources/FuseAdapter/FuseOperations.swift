@@ -57,9 +57,9 @@ enum FuseOperations {
         ops.readlink = { req, inode in
             fileSystem(req).readlink(Request(req!, "readlink"), inode)
         }
-        ops.mknod = { req, parent, name, mode, _ in
+        ops.mknod = { req, parent, name, mode, device in
             guard let name = utf8(name, req, orAnswer: EILSEQ) else { return }
-            fileSystem(req).mknod(Request(req!, "mknod"), parent, name, mode)
+            fileSystem(req).mknod(Request(req!, "mknod"), parent, name, mode, UInt64(device))
         }
         ops.mkdir = { req, parent, name, mode in
             guard let name = utf8(name, req, orAnswer: EILSEQ) else { return }

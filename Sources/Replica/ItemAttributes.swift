@@ -12,4 +12,6 @@ public struct ItemAttributes: Sendable, Equatable {
     public var linkCount: UInt32
     public var target: String?
     public var owner: Owner = .root
+    /// A device file's device number; 0 for every other kind.
+    public var device: UInt64 = 0
 }

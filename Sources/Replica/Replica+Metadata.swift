@@ -58,6 +58,17 @@ extension Replica {
         return try create(name, in: parent, kind: .symlink, mode: 0o777, target: target, owner: owner)
     }
 
+    /// A FIFO, socket or device file: a name with a mode, owner and times (and a device
+    /// number), never content.
+    public func makeSpecial(
+        _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, device: UInt64, owner: Owner = .root
+    ) throws(ReplicaError) -> ItemAttributes {
+        guard kind.isSpecial else { throw .invalidArgument("not a special file kind: \(kind)") }
+        return try create(
+            name, in: parent, kind: kind, mode: mode, target: nil, owner: owner,
+            device: kind == .characterDevice || kind == .blockDevice ? device : nil)
+    }
+
     /// Names of the live conflict copies of `id` (siblings of it).
     public func conflictCopyNames(of id: ItemID) -> [String] {
         state.withLock { state in state.view.conflictCopies(of: id).map(\.name) }
@@ -247,7 +258,8 @@ extension Replica {
     /// `owner`: the creating process's user and group; in a setgid folder, the group is the
     /// folder's, and a new folder is setgid too (as on Linux).
     private func create(
-        _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, target: String?, owner: Owner
+        _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, target: String?, owner: Owner,
+        device: UInt64? = nil
     ) throws(ReplicaError) -> ItemAttributes {
         if let problem = ItemName.problem(with: name) { throw .invalidName(problem) }
         return try state.withLock { state throws(ReplicaError) in
@@ -263,7 +275,7 @@ extension Replica {
             }
             let op = ItemOperation.create(.init(
                 id: id, parent: parent, name: name, kind: kind, mode: mode, mtime: Timestamp.now(),
-                target: target, owner: owner == .root ? nil : owner))
+                target: target, owner: owner == .root ? nil : owner, device: device))
             if kind == .file {
                 // Dirty from the start: a new file is opened for writing, and its first write
                 // then costs no transaction.
@@ -297,7 +309,7 @@ extension Replica {
             size: item.kind == .symlink ? UInt64(item.target?.utf8.count ?? 0) : item.size,
             // Folders report 1 link, "not counted", as btrfs does: 2 would tell fts-based
             // walkers (Foundation, find without -noleaf) that a folder has no subfolders.
-            mtime: item.mtime, linkCount: 1, target: item.target, owner: item.ownerOrRoot)
+            mtime: item.mtime, linkCount: 1, target: item.target, owner: item.ownerOrRoot, device: item.device ?? 0)
     }
 }
 

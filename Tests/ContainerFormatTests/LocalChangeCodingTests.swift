@@ -28,6 +28,8 @@ struct LocalChangeCodingTests {
                 ops: [
                     .create(.init(id: ItemID("l"), parent: .root, name: "link", kind: .symlink, mode: 0o777, mtime: .zero, target: "../x")),
                     .create(.init(id: ItemID("d"), parent: .root, name: "dir", kind: .folder, mode: 0o755, mtime: .zero)),
+                    .create(.init(id: ItemID("p"), parent: .root, name: "pipe", kind: .fifo, mode: 0o600, mtime: .zero)),
+                    .create(.init(id: ItemID("c"), parent: .root, name: "null", kind: .characterDevice, mode: 0o666, mtime: .zero, device: 259)),
                     .update(pendingUpdate),
                     .update(.init(id: ItemID("a"), base: 0, mtime: Timestamp(seconds: 3))),
                     .update(.init(id: ItemID("a"), base: 4, content: .empty)),

@@ -14,6 +14,11 @@ struct SnapshotCodingTests {
             Item(id: folder, parent: .root, name: "d\"[{,}]\\ \u{e9}", kind: .folder, mode: 0o755, mtime: .zero),
             Item(id: ItemID("link"), parent: folder, name: "l", kind: .symlink, mode: 0o777,
                  mtime: Timestamp(seconds: -5, nanoseconds: 999_999_999), target: "../a b", version: 3, contentVersion: 3),
+            Item(id: ItemID("fifo"), parent: folder, name: "p", kind: .fifo, mode: 0o640, mtime: .zero),
+            Item(id: ItemID("sock"), parent: folder, name: "s", kind: .socket, mode: 0o755, mtime: .zero),
+            Item(id: ItemID("tty"), parent: folder, name: "c", kind: .characterDevice, mode: 0o620, mtime: .zero,
+                 owner: Owner(uid: 0, gid: 5), device: 0x8801),
+            Item(id: ItemID("disk"), parent: folder, name: "b", kind: .blockDevice, mode: 0o660, mtime: .zero, device: 0),
         ]
         for index in 0..<count {
             let chunks = (0..<index % 4).map { n in

@@ -270,3 +270,22 @@ os.write(fd, b"x"); os.fchown(fd, 11, 22); os.close(fd)' "$T/a/w"
     assert_eq "$(stat -c %u:%g "$T/c/f")" 42:5678
 }
 
+test_special_files_arrive_on_another_device() {
+    mount_device a
+    mount_device b
+    mkfifo -m 640 "$T/a/pipe"
+    mknod -m 620 "$T/a/tty" c 4 64
+    mknod "$T/a/disk" b 8 17
+    python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.close()' "$T/a/sock"
+    chown 0:5 "$T/a/tty"
+    chmod 600 "$T/a/disk" "$T/a/sock"
+    sync_wait a
+    eventually 'test -p "$T/b/pipe"'
+    assert_eq "$(stat -c '%F %a %t:%T %u:%g' "$T/b/pipe" "$T/b/tty" "$T/b/disk" "$T/b/sock" | tr '\n' ';')" \
+        "fifo 640 0:0 0:0;character special file 620 4:40 0:5;block special file 600 8:11 0:0;socket 600 0:0 0:0;"
+    # The FIFO works on the second device (the kernel serves it).
+    python3 -c 'import os, sys
+r = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK); w = os.open(sys.argv[1], os.O_WRONLY)
+os.write(w, b"ok"); assert os.read(r, 10) == b"ok"' "$T/b/pipe"
+}
+
