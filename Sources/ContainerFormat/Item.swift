@@ -186,6 +186,10 @@ public struct Item: Hashable, Codable, Sendable {
     public var owner: Owner?
     /// A device file's device number (`st_rdev`); nil for every other kind.
     public var device: UInt64?
+    /// The last change of the item's content, attributes or name (nil: `mtime`).
+    public var ctime: Timestamp?
+    /// The access time as last set (`utimensat`; reads do not move it); nil: `mtime`.
+    public var atime: Timestamp?
 
     public var ownerOrRoot: Owner { owner ?? .root }
 
@@ -208,7 +212,8 @@ public struct Item: Hashable, Codable, Sendable {
         mtime: Timestamp, size: UInt64 = 0, chunks: [ChunkRef] = [], target: String? = nil,
         xattrs: [String: Data] = [:], version: UInt64 = 0, contentVersion: UInt64 = 0,
         deleted: Bool = false, conflictOf: ItemID? = nil, contentFrom: ItemID? = nil,
-        isContentPending: Bool = false, owner: Owner? = nil, device: UInt64? = nil
+        isContentPending: Bool = false, owner: Owner? = nil, device: UInt64? = nil,
+        ctime: Timestamp? = nil, atime: Timestamp? = nil
     ) {
         self.id = id
         self.parent = parent
@@ -228,6 +233,8 @@ public struct Item: Hashable, Codable, Sendable {
         self.contentPending = isContentPending ? true : nil
         self.owner = owner
         self.device = device
+        self.ctime = ctime
+        self.atime = atime
     }
 
     public static func rootFolder() -> Item {

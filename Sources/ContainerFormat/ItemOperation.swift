@@ -73,6 +73,9 @@ public enum ItemOperation: Hashable, Sendable {
         /// Metadata first: the chunks follow; a later entry's `uploaded` says when.
         public var contentPending: Bool?
         public var owner: Owner?
+        public var atime: Timestamp?
+        /// When the device made the change (format 2; absent before).
+        public var ctime: Timestamp?
 
         public init(
             id: ItemID, base: UInt64, content: Content? = nil, mode: UInt32? = nil,
@@ -93,6 +96,8 @@ public enum ItemOperation: Hashable, Sendable {
         public var base: UInt64
         public var parent: ItemID
         public var name: String
+        /// When the device made the change (format 2; absent before).
+        public var ctime: Timestamp?
 
         public init(id: ItemID, base: UInt64, parent: ItemID, name: String) {
             self.id = id
@@ -105,10 +110,29 @@ public enum ItemOperation: Hashable, Sendable {
     public struct Delete: Hashable, Codable, Sendable {
         public var id: ItemID
         public var base: UInt64
+        /// When the device made the change (format 2; absent before).
+        public var ctime: Timestamp?
 
         public init(id: ItemID, base: UInt64) {
             self.id = id
             self.base = base
+        }
+    }
+
+    /// The operation with its change time set (where it has none yet): a device stamps its
+    /// changes when it makes them.
+    public func stamped(_ time: Timestamp) -> ItemOperation {
+        switch self {
+        case .create: return self  // made at its `mtime`
+        case .update(var op):
+            op.ctime = op.ctime ?? time
+            return .update(op)
+        case .move(var op):
+            op.ctime = op.ctime ?? time
+            return .move(op)
+        case .delete(var op):
+            op.ctime = op.ctime ?? time
+            return .delete(op)
         }
     }
 

@@ -150,6 +150,8 @@ extension OperationMessage {
                 message.uid = owner.uid
                 message.gid = owner.gid
             }
+            if let atime = op.atime { message.atime = TimestampMessage(atime) }
+            if let ctime = op.ctime { message.ctime = TimestampMessage(ctime) }
             update = message
         case .move(let op):
             var message = MoveMessage()
@@ -157,11 +159,13 @@ extension OperationMessage {
             message.base = op.base
             message.parent = op.parent.rawValue
             message.name = op.name
+            if let ctime = op.ctime { message.ctime = TimestampMessage(ctime) }
             move = message
         case .delete(let op):
             var message = DeleteMessage()
             message.id = op.id.rawValue
             message.base = op.base
+            if let ctime = op.ctime { message.ctime = TimestampMessage(ctime) }
             delete = message
         }
     }
@@ -186,11 +190,17 @@ extension ItemOperation {
                 xattrs: m.hasXattrs ? m.xattrs.items.dictionary : nil)
             op.contentPending = m.hasContentPending ? m.contentPending : nil
             op.owner = m.hasUid ? Owner(uid: m.uid, gid: m.gid) : nil
+            op.atime = m.hasAtime ? Timestamp(m.atime) : nil
+            op.ctime = m.hasCtime ? Timestamp(m.ctime) : nil
             self = .update(op)
         case .move(let m):
-            self = .move(.init(id: ItemID(m.id), base: m.base, parent: ItemID(m.parent), name: m.name))
+            var op = ItemOperation.Move(id: ItemID(m.id), base: m.base, parent: ItemID(m.parent), name: m.name)
+            op.ctime = m.hasCtime ? Timestamp(m.ctime) : nil
+            self = .move(op)
         case .delete(let m):
-            self = .delete(.init(id: ItemID(m.id), base: m.base))
+            var op = ItemOperation.Delete(id: ItemID(m.id), base: m.base)
+            op.ctime = m.hasCtime ? Timestamp(m.ctime) : nil
+            self = .delete(op)
         case nil:
             throw LocalChangeCodingError.missingOperation
         }

@@ -63,6 +63,14 @@ extension ItemMessage {
             gid = owner.gid
         }
         if let device = item.device { self.device = device }
+        if let ctime = item.ctime {
+            ctimeSeconds = ctime.seconds
+            ctimeNanoseconds = ctime.nanoseconds
+        }
+        if let atime = item.atime {
+            atimeSeconds = atime.seconds
+            atimeNanoseconds = atime.nanoseconds
+        }
     }
 }
 
@@ -76,6 +84,15 @@ extension Item {
         guard let mtime = Timestamp(validating: message.mtimeSeconds, nanoseconds: message.mtimeNanoseconds) else {
             throw SnapshotItemError(description: "item \(message.id): time \(message.mtimeSeconds) s is out of range")
         }
+        func time(_ seconds: Int64, _ nanoseconds: UInt32, present: Bool) throws -> Timestamp? {
+            guard present else { return nil }
+            guard let time = Timestamp(validating: seconds, nanoseconds: nanoseconds) else {
+                throw SnapshotItemError(description: "item \(message.id): time \(seconds) s is out of range")
+            }
+            return time
+        }
+        let ctime = try time(message.ctimeSeconds, message.ctimeNanoseconds, present: message.hasCtimeSeconds)
+        let atime = try time(message.atimeSeconds, message.atimeNanoseconds, present: message.hasAtimeSeconds)
         let parent = parents[message.parent] ?? ItemID(SnapshotCoding.fresh(message.parent))
         parents[message.parent] = parent
         self.init(
@@ -90,6 +107,8 @@ extension Item {
             isContentPending: message.contentPending,
             owner: message.hasUid || message.hasGid ? Tree.stored(Owner(uid: message.uid, gid: message.gid)) : nil,
             device: message.hasDevice ? message.device : nil)
+        self.ctime = ctime
+        self.atime = atime
     }
 }
 

@@ -88,6 +88,7 @@ extension Tree {
         if item.name != op.name { fold.note("\(op.name) exists; created as \(item.name)") }
         store(item)
         fold.outcome.changed.insert(item.id)
+        touchFolder(parent, at: op.mtime, &fold)
     }
 
     /// `origin`: the item the operation was addressed to, when it was redirected to a copy.
@@ -99,6 +100,8 @@ extension Tree {
             item.mtime = op.mtime ?? item.mtime
             item.xattrs = op.xattrs.map(Tree.userAttributes) ?? item.xattrs
             item.owner = op.owner.map(Tree.stored) ?? item.owner
+            item.atime = op.atime ?? item.atime
+            item.ctime = op.ctime ?? item.ctime
             item.version = fold.seq
             store(item)
             fold.outcome.changed.insert(item.id)
@@ -125,6 +128,8 @@ extension Tree {
         item.mtime = op.mtime ?? item.mtime
         item.xattrs = op.xattrs.map(Tree.userAttributes) ?? item.xattrs
         item.owner = op.owner.map(Tree.stored) ?? item.owner
+        item.atime = op.atime ?? item.atime
+        item.ctime = op.ctime ?? item.ctime
         item.version = fold.seq
         item.contentVersion = fold.seq
         item.contentFrom = origin
@@ -173,6 +178,11 @@ extension Tree {
             return fold.reject("moving \(op.id) into \(op.parent) would put a folder inside itself")
         }
         let parent = livingFolder(op.parent, &fold)
+        if let time = op.ctime {
+            touchFolder(item.parent, at: time, &fold)
+            if parent != item.parent { touchFolder(parent, at: time, &fold) }
+            item.ctime = time
+        }
         if item.deleted { fold.note("\(op.id) was deleted; the move revives it") }
         if let original = item.conflictOf {
             fold.outcome.changed.insert(original)  // renamed away: the conflict is resolved
@@ -206,6 +216,19 @@ extension Tree {
         item.version = fold.seq
         store(item)
         fold.outcome.changed.insert(item.id)
+        if let time = op.ctime { touchFolder(item.parent, at: time, &fold) }
+    }
+
+    /// An entry of `folder` was made, renamed or removed at `time`: its modification and
+    /// change times move (a create's time is its `mtime`; a move or delete of format 1
+    /// carries no time and moves nothing).
+    private mutating func touchFolder(_ folder: ItemID, at time: Timestamp, _ fold: inout Fold) {
+        guard var item = items[folder], item.kind == .folder, !item.deleted else { return }
+        item.mtime = time
+        item.ctime = time
+        item.version = fold.seq
+        store(item)
+        fold.outcome.changed.insert(folder)
     }
 
     /// An owner as items hold it: 0 and 0 as nil, so that every device (and every

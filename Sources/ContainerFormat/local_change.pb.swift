@@ -277,6 +277,24 @@ nonisolated struct UpdateMessage: Sendable {
   /// Clears the value of `gid`. Subsequent reads from it will return its default value.
   mutating func clearGid() {self._gid = nil}
 
+  var atime: TimestampMessage {
+    get {_atime ?? TimestampMessage()}
+    set {_atime = newValue}
+  }
+  /// Returns true if `atime` has been explicitly set.
+  var hasAtime: Bool {self._atime != nil}
+  /// Clears the value of `atime`. Subsequent reads from it will return its default value.
+  mutating func clearAtime() {self._atime = nil}
+
+  var ctime: TimestampMessage {
+    get {_ctime ?? TimestampMessage()}
+    set {_ctime = newValue}
+  }
+  /// Returns true if `ctime` has been explicitly set.
+  var hasCtime: Bool {self._ctime != nil}
+  /// Clears the value of `ctime`. Subsequent reads from it will return its default value.
+  mutating func clearCtime() {self._ctime = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -288,6 +306,8 @@ nonisolated struct UpdateMessage: Sendable {
   fileprivate var _contentPending: Bool? = nil
   fileprivate var _uid: UInt32? = nil
   fileprivate var _gid: UInt32? = nil
+  fileprivate var _atime: TimestampMessage? = nil
+  fileprivate var _ctime: TimestampMessage? = nil
 }
 
 nonisolated struct MoveMessage: Sendable {
@@ -303,9 +323,20 @@ nonisolated struct MoveMessage: Sendable {
 
   var name: String = String()
 
+  var ctime: TimestampMessage {
+    get {_ctime ?? TimestampMessage()}
+    set {_ctime = newValue}
+  }
+  /// Returns true if `ctime` has been explicitly set.
+  var hasCtime: Bool {self._ctime != nil}
+  /// Clears the value of `ctime`. Subsequent reads from it will return its default value.
+  mutating func clearCtime() {self._ctime = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
+
+  fileprivate var _ctime: TimestampMessage? = nil
 }
 
 nonisolated struct DeleteMessage: Sendable {
@@ -317,9 +348,20 @@ nonisolated struct DeleteMessage: Sendable {
 
   var base: UInt64 = 0
 
+  var ctime: TimestampMessage {
+    get {_ctime ?? TimestampMessage()}
+    set {_ctime = newValue}
+  }
+  /// Returns true if `ctime` has been explicitly set.
+  var hasCtime: Bool {self._ctime != nil}
+  /// Clears the value of `ctime`. Subsequent reads from it will return its default value.
+  mutating func clearCtime() {self._ctime = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
+
+  fileprivate var _ctime: TimestampMessage? = nil
 }
 
 nonisolated struct TimestampMessage: Sendable {
@@ -616,7 +658,7 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
 
 nonisolated extension UpdateMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".UpdateMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}base\0\u{1}content\0\u{1}mode\0\u{1}mtime\0\u{1}xattrs\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}base\0\u{1}content\0\u{1}mode\0\u{1}mtime\0\u{1}xattrs\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}atime\0\u{1}ctime\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -633,6 +675,8 @@ nonisolated extension UpdateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
       case 7: try { try decoder.decodeSingularBoolField(value: &self._contentPending) }()
       case 8: try { try decoder.decodeSingularUInt32Field(value: &self._uid) }()
       case 9: try { try decoder.decodeSingularUInt32Field(value: &self._gid) }()
+      case 10: try { try decoder.decodeSingularMessageField(value: &self._atime) }()
+      case 11: try { try decoder.decodeSingularMessageField(value: &self._ctime) }()
       default: break
       }
     }
@@ -670,6 +714,12 @@ nonisolated extension UpdateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
     try { if let v = self._gid {
       try visitor.visitSingularUInt32Field(value: v, fieldNumber: 9)
     } }()
+    try { if let v = self._atime {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
+    } }()
+    try { if let v = self._ctime {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -683,6 +733,8 @@ nonisolated extension UpdateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
     if lhs._contentPending != rhs._contentPending {return false}
     if lhs._uid != rhs._uid {return false}
     if lhs._gid != rhs._gid {return false}
+    if lhs._atime != rhs._atime {return false}
+    if lhs._ctime != rhs._ctime {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -690,7 +742,7 @@ nonisolated extension UpdateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
 
 nonisolated extension MoveMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".MoveMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}base\0\u{1}parent\0\u{1}name\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}base\0\u{1}parent\0\u{1}name\0\u{1}ctime\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -702,12 +754,17 @@ nonisolated extension MoveMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.base) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.parent) }()
       case 4: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._ctime) }()
       default: break
       }
     }
   }
 
   func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.id.isEmpty {
       try visitor.visitSingularStringField(value: self.id, fieldNumber: 1)
     }
@@ -720,6 +777,9 @@ nonisolated extension MoveMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
     if !self.name.isEmpty {
       try visitor.visitSingularStringField(value: self.name, fieldNumber: 4)
     }
+    try { if let v = self._ctime {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -728,6 +788,7 @@ nonisolated extension MoveMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
     if lhs.base != rhs.base {return false}
     if lhs.parent != rhs.parent {return false}
     if lhs.name != rhs.name {return false}
+    if lhs._ctime != rhs._ctime {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -735,7 +796,7 @@ nonisolated extension MoveMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
 
 nonisolated extension DeleteMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".DeleteMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}base\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}base\0\u{1}ctime\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -745,24 +806,33 @@ nonisolated extension DeleteMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.id) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.base) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._ctime) }()
       default: break
       }
     }
   }
 
   func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.id.isEmpty {
       try visitor.visitSingularStringField(value: self.id, fieldNumber: 1)
     }
     if self.base != 0 {
       try visitor.visitSingularUInt64Field(value: self.base, fieldNumber: 2)
     }
+    try { if let v = self._ctime {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   static func ==(lhs: DeleteMessage, rhs: DeleteMessage) -> Bool {
     if lhs.id != rhs.id {return false}
     if lhs.base != rhs.base {return false}
+    if lhs._ctime != rhs._ctime {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

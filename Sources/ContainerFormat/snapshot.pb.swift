@@ -240,6 +240,43 @@ nonisolated struct ItemMessage: @unchecked Sendable {
   /// Clears the value of `device`. Subsequent reads from it will return its default value.
   mutating func clearDevice() {_uniqueStorage()._device = nil}
 
+  /// The status-change and access times (format 3), when not the modification time.
+  var ctimeSeconds: Int64 {
+    get {_storage._ctimeSeconds ?? 0}
+    set {_uniqueStorage()._ctimeSeconds = newValue}
+  }
+  /// Returns true if `ctimeSeconds` has been explicitly set.
+  var hasCtimeSeconds: Bool {_storage._ctimeSeconds != nil}
+  /// Clears the value of `ctimeSeconds`. Subsequent reads from it will return its default value.
+  mutating func clearCtimeSeconds() {_uniqueStorage()._ctimeSeconds = nil}
+
+  var ctimeNanoseconds: UInt32 {
+    get {_storage._ctimeNanoseconds ?? 0}
+    set {_uniqueStorage()._ctimeNanoseconds = newValue}
+  }
+  /// Returns true if `ctimeNanoseconds` has been explicitly set.
+  var hasCtimeNanoseconds: Bool {_storage._ctimeNanoseconds != nil}
+  /// Clears the value of `ctimeNanoseconds`. Subsequent reads from it will return its default value.
+  mutating func clearCtimeNanoseconds() {_uniqueStorage()._ctimeNanoseconds = nil}
+
+  var atimeSeconds: Int64 {
+    get {_storage._atimeSeconds ?? 0}
+    set {_uniqueStorage()._atimeSeconds = newValue}
+  }
+  /// Returns true if `atimeSeconds` has been explicitly set.
+  var hasAtimeSeconds: Bool {_storage._atimeSeconds != nil}
+  /// Clears the value of `atimeSeconds`. Subsequent reads from it will return its default value.
+  mutating func clearAtimeSeconds() {_uniqueStorage()._atimeSeconds = nil}
+
+  var atimeNanoseconds: UInt32 {
+    get {_storage._atimeNanoseconds ?? 0}
+    set {_uniqueStorage()._atimeNanoseconds = newValue}
+  }
+  /// Returns true if `atimeNanoseconds` has been explicitly set.
+  var hasAtimeNanoseconds: Bool {_storage._atimeNanoseconds != nil}
+  /// Clears the value of `atimeNanoseconds`. Subsequent reads from it will return its default value.
+  mutating func clearAtimeNanoseconds() {_uniqueStorage()._atimeNanoseconds = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -311,7 +348,7 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".ItemMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{3}mtime_seconds\0\u{3}mtime_nanoseconds\0\u{1}size\0\u{3}chunk_hashes\0\u{3}chunk_sizes\0\u{1}target\0\u{1}xattrs\0\u{1}version\0\u{3}content_version\0\u{1}deleted\0\u{3}conflict_of\0\u{3}content_from\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{3}mtime_seconds\0\u{3}mtime_nanoseconds\0\u{1}size\0\u{3}chunk_hashes\0\u{3}chunk_sizes\0\u{1}target\0\u{1}xattrs\0\u{1}version\0\u{3}content_version\0\u{1}deleted\0\u{3}conflict_of\0\u{3}content_from\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0\u{3}ctime_seconds\0\u{3}ctime_nanoseconds\0\u{3}atime_seconds\0\u{3}atime_nanoseconds\0")
 
   fileprivate class _StorageClass {
     var _id: String = String()
@@ -335,6 +372,10 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
     var _uid: UInt32? = nil
     var _gid: UInt32? = nil
     var _device: UInt64? = nil
+    var _ctimeSeconds: Int64? = nil
+    var _ctimeNanoseconds: UInt32? = nil
+    var _atimeSeconds: Int64? = nil
+    var _atimeNanoseconds: UInt32? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -366,6 +407,10 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
       _uid = source._uid
       _gid = source._gid
       _device = source._device
+      _ctimeSeconds = source._ctimeSeconds
+      _ctimeNanoseconds = source._ctimeNanoseconds
+      _atimeSeconds = source._atimeSeconds
+      _atimeNanoseconds = source._atimeNanoseconds
     }
   }
 
@@ -405,6 +450,10 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
         case 19: try { try decoder.decodeSingularUInt32Field(value: &_storage._uid) }()
         case 20: try { try decoder.decodeSingularUInt32Field(value: &_storage._gid) }()
         case 21: try { try decoder.decodeSingularUInt64Field(value: &_storage._device) }()
+        case 22: try { try decoder.decodeSingularInt64Field(value: &_storage._ctimeSeconds) }()
+        case 23: try { try decoder.decodeSingularUInt32Field(value: &_storage._ctimeNanoseconds) }()
+        case 24: try { try decoder.decodeSingularInt64Field(value: &_storage._atimeSeconds) }()
+        case 25: try { try decoder.decodeSingularUInt32Field(value: &_storage._atimeNanoseconds) }()
         default: break
         }
       }
@@ -480,6 +529,18 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
       try { if let v = _storage._device {
         try visitor.visitSingularUInt64Field(value: v, fieldNumber: 21)
       } }()
+      try { if let v = _storage._ctimeSeconds {
+        try visitor.visitSingularInt64Field(value: v, fieldNumber: 22)
+      } }()
+      try { if let v = _storage._ctimeNanoseconds {
+        try visitor.visitSingularUInt32Field(value: v, fieldNumber: 23)
+      } }()
+      try { if let v = _storage._atimeSeconds {
+        try visitor.visitSingularInt64Field(value: v, fieldNumber: 24)
+      } }()
+      try { if let v = _storage._atimeNanoseconds {
+        try visitor.visitSingularUInt32Field(value: v, fieldNumber: 25)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -510,6 +571,10 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
         if _storage._uid != rhs_storage._uid {return false}
         if _storage._gid != rhs_storage._gid {return false}
         if _storage._device != rhs_storage._device {return false}
+        if _storage._ctimeSeconds != rhs_storage._ctimeSeconds {return false}
+        if _storage._ctimeNanoseconds != rhs_storage._ctimeNanoseconds {return false}
+        if _storage._atimeSeconds != rhs_storage._atimeSeconds {return false}
+        if _storage._atimeNanoseconds != rhs_storage._atimeNanoseconds {return false}
         return true
       }
       if !storagesAreEqual {return false}

@@ -45,6 +45,12 @@ extension FuseFileSystem {
         } else if toSet & FUSE_SET_ATTR_MTIME != 0 {
             mtime = Timestamp(clamping: Int64(new.st_mtim.tv_sec), nanoseconds: UInt32(clamping: new.st_mtim.tv_nsec))
         }
+        var atime: Timestamp?
+        if toSet & FUSE_SET_ATTR_ATIME_NOW != 0 {
+            atime = Timestamp.now()
+        } else if toSet & FUSE_SET_ATTR_ATIME != 0 {
+            atime = Timestamp(clamping: Int64(new.st_atim.tv_sec), nanoseconds: UInt32(clamping: new.st_atim.tv_nsec))
+        }
         if toSet & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) != 0 {
             let current = try replica.attributes(of: item)
             let shown = shownOwner(of: current)
@@ -58,8 +64,8 @@ extension FuseFileSystem {
                 gid: options.gid == nil ? wanted.gid : current.owner.gid))
         }
         let attributes =
-            mode != nil || mtime != nil
-            ? try replica.setAttributes(item, mode: mode, mtime: mtime) : try replica.attributes(of: item)
+            mode != nil || mtime != nil || atime != nil
+            ? try replica.setAttributes(item, mode: mode, mtime: mtime, atime: atime) : try replica.attributes(of: item)
         request.attributes(stat(of: attributes), timeout: attributeTimeout)
     }
 

@@ -50,10 +50,12 @@ public final class FuseFileSystem: Sendable {
         result.st_size = Int(attributes.size)
         result.st_blksize = 1 << 20  // tools size their buffers by this: 1 MiB requests
         result.st_blocks = Int((attributes.size + 511) / 512)
-        let time = timespec(tv_sec: Int(attributes.mtime.seconds), tv_nsec: Int(attributes.mtime.nanoseconds))
-        result.st_mtim = time
-        result.st_ctim = time
-        result.st_atim = time
+        func timespec(_ time: Timestamp) -> Glibc.timespec {
+            Glibc.timespec(tv_sec: Int(time.seconds), tv_nsec: Int(time.nanoseconds))
+        }
+        result.st_mtim = timespec(attributes.mtime)
+        result.st_ctim = timespec(attributes.ctime)
+        result.st_atim = timespec(attributes.atime)
         return result
     }
 

@@ -9,6 +9,8 @@ public struct ItemAttributes: Sendable, Equatable {
     public var mode: UInt32
     public var size: UInt64
     public var mtime: Timestamp
+    public var ctime: Timestamp
+    public var atime: Timestamp
     public var linkCount: UInt32
     public var target: String?
     public var owner: Owner = .root

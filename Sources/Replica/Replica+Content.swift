@@ -166,7 +166,9 @@ extension Replica {
                 record.size = max(record.size, end)
                 record.dirty = true
                 state.content[id] = record
-                state.dirtyMtime[id] = Timestamp.now()
+                let now = Timestamp.now()
+                state.dirtyMtime[id] = now
+                state.dirtyCtime[id] = now
                 return count
             }
         }
@@ -605,7 +607,9 @@ extension Replica {
                 record.dirty = true
                 state.content[id] = record
                 state.writeGeneration[id, default: 0] += 1
-                state.dirtyMtime[id] = Timestamp.now()
+                let now = Timestamp.now()
+                state.dirtyMtime[id] = now
+                state.dirtyCtime[id] = now
                 return record
             }
             try saveContent(id, record)
@@ -714,6 +718,8 @@ extension Replica {
                     let mtime = state.dirtyMtime[id] ?? Timestamp.now()
                     let mode = state.dirtyMode.removeValue(forKey: id)
                     let owner = state.dirtyOwner.removeValue(forKey: id)
+                    let atime = state.dirtyAtime.removeValue(forKey: id)
+                    let ctime = state.dirtyCtime.removeValue(forKey: id)
                     record.chunks = chunks
                     record.size = snapshot.size
                     record.present = ByteRanges([0..<snapshot.size])
@@ -727,12 +733,15 @@ extension Replica {
                     // Deleted on another device while open here: the edit is queued anyway and
                     // revives the file (an edit beats a delete).
                     let unchanged = !item.deleted && item.chunks == chunks && item.size == snapshot.size
-                    if unchanged && !written && mode == nil && owner == nil {  // created and closed without a write: nothing to queue
+                    if unchanged && !written && mode == nil && owner == nil && atime == nil {  // created and closed without a write: nothing to queue
                         return (true, record)
                     }
-                    let op = ItemOperation.update(.init(
+                    var update = ItemOperation.Update(
                         id: id, base: 0, content: unchanged ? nil : Content(size: snapshot.size, chunks: chunks),
-                        mode: mode, mtime: unchanged && !written ? nil : mtime, owner: owner))
+                        mode: mode, mtime: unchanged && !written ? nil : mtime, owner: owner)
+                    update.atime = atime
+                    update.ctime = ctime
+                    let op = ItemOperation.update(update)
                     let base = state.openedBase[id] ?? state.device.base(of: id)
                     enqueue([(op, unchanged ? nil : base)], &state, content: [id])
                     if !unchanged { state.unstaged.add(pieces.filter { !state.storedChunks.contains($0.ref.hash) }, of: id) }

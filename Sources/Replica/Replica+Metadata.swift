@@ -199,6 +199,7 @@ extension Replica {
             guard let item = state.liveItem(id) else { throw .notFound }
             if state.content[id]?.dirty == true {
                 state.dirtyOwner[id] = owner
+                state.dirtyCtime[id] = Timestamp.now()
             } else if item.ownerOrRoot != owner {
                 enqueue([(.update(.init(id: id, base: 0, owner: owner)), nil)], &state)
             }
@@ -206,18 +207,24 @@ extension Replica {
         }
     }
 
-    /// `setattr` for mode and modification time (sizes go through `truncate`). On a file
-    /// being written they are queued with its content at the next commit (`tar x` sets both
-    /// on every file before closing it: one queued change, not three).
-    public func setAttributes(_ id: ItemID, mode: UInt32? = nil, mtime: Timestamp? = nil) throws(ReplicaError) -> ItemAttributes {
+    /// `setattr` for mode, modification and access times (sizes go through `truncate`). On
+    /// a file being written they are queued with its content at the next commit (`tar x`
+    /// sets them on every file before closing it: one queued change, not three).
+    public func setAttributes(
+        _ id: ItemID, mode: UInt32? = nil, mtime: Timestamp? = nil, atime: Timestamp? = nil
+    ) throws(ReplicaError) -> ItemAttributes {
         try state.withLock { state throws(ReplicaError) in
             guard state.view.liveItem(id) != nil else { throw .notFound }
             let mode = mode.map { $0 & 0o7777 }
             if state.content[id]?.dirty == true {
                 if let mtime { state.dirtyMtime[id] = mtime }
                 if let mode { state.dirtyMode[id] = mode }
-            } else if mode != nil || mtime != nil {
-                enqueue([(.update(.init(id: id, base: 0, mode: mode, mtime: mtime)), nil)], &state)
+                if let atime { state.dirtyAtime[id] = atime }
+                state.dirtyCtime[id] = Timestamp.now()
+            } else if mode != nil || mtime != nil || atime != nil {
+                var update = ItemOperation.Update(id: id, base: 0, mode: mode, mtime: mtime)
+                update.atime = atime
+                enqueue([(.update(update), nil)], &state)
             }
             return attributes(state.liveItem(id)!, &state)
         }
@@ -290,7 +297,10 @@ extension Replica {
     /// later (`writeSoon`: in order, before anything else is written there, and at fsync).
     /// The same transaction records the content records of `content` as they are now.
     func enqueue(_ ops: [(ItemOperation, BaseVersion?)], _ state: inout ReplicaState, content: [ItemID] = []) {
-        let change = state.device.makeChange(localID: state.nextLocalID, time: Timestamp.now(), ops)
+        let now = Timestamp.now()
+        // Each operation carries when it was made: the item's ctime (and its folder's times)
+        // are the same on every device and before and after the change lands.
+        let change = state.device.makeChange(localID: state.nextLocalID, time: now, ops.map { ($0.0.stamped(now), $0.1) })
         let records = content.map { ($0, state.content[$0]) }
         database.writeSoon { [database] db in
             try database.insertPending(change, db)
@@ -309,7 +319,8 @@ extension Replica {
             size: item.kind == .symlink ? UInt64(item.target?.utf8.count ?? 0) : item.size,
             // Folders report 1 link, "not counted", as btrfs does: 2 would tell fts-based
             // walkers (Foundation, find without -noleaf) that a folder has no subfolders.
-            mtime: item.mtime, linkCount: 1, target: item.target, owner: item.ownerOrRoot, device: item.device ?? 0)
+            mtime: item.mtime, ctime: item.ctime ?? item.mtime, atime: item.atime ?? item.mtime, linkCount: 1,
+            target: item.target, owner: item.ownerOrRoot, device: item.device ?? 0)
     }
 }
 

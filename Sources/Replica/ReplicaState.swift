@@ -26,6 +26,10 @@ struct ReplicaState: Sendable {
     var dirtyMode: [ItemID: UInt32] = [:]
     /// Owners set on files being written (`cp -a`, `rsync -a` as root): queued likewise.
     var dirtyOwner: [ItemID: Owner] = [:]
+    var dirtyAtime: [ItemID: Timestamp] = [:]
+    /// When a file being written last changed (a write, a truncation, an attribute): its
+    /// ctime until the commit, which carries it.
+    var dirtyCtime: [ItemID: Timestamp] = [:]
     var openCount: [ItemID: Int] = [:]
     /// Files being downloaded to be opened for writing: kept (never evicted) meanwhile.
     var openingForWrite: [ItemID: Int] = [:]
@@ -88,6 +92,8 @@ struct ReplicaState: Sendable {
         item.mtime = dirtyMtime[item.id] ?? item.mtime
         item.mode = dirtyMode[item.id] ?? item.mode
         if let owner = dirtyOwner[item.id] { item.owner = owner == .root ? nil : owner }
+        item.atime = dirtyAtime[item.id] ?? item.atime
+        item.ctime = dirtyCtime[item.id] ?? item.ctime
         return item
     }
 

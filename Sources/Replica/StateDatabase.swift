@@ -171,6 +171,12 @@ package final class StateDatabase: Sendable {
             try db.execute(sql: "ALTER TABLE item ADD COLUMN uid INTEGER")
             try db.execute(sql: "ALTER TABLE item ADD COLUMN gid INTEGER")
         }
+        migrator.registerMigration("v5 special files, ctime, atime") { db in
+            // NULL: none (device), the modification time (ctime, atime).
+            for column in ["device", "ctime_s", "ctime_ns", "atime_s", "atime_ns"] {
+                try db.execute(sql: "ALTER TABLE item ADD COLUMN \(column) INTEGER")
+            }
+        }
         return migrator
     }
 
@@ -232,8 +238,8 @@ package final class StateDatabase: Sendable {
             sql: """
                 INSERT OR REPLACE INTO item (id, parent, name, kind, mode, mtime_s, mtime_ns, size,
                 chunks, target, xattrs, version, content_version, deleted, conflict_of, content_pending,
-                content_from, uid, gid)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                content_from, uid, gid, device, ctime_s, ctime_ns, atime_s, atime_ns)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         for id in ids {
             guard let item = tree.item(id) else { continue }
@@ -245,6 +251,9 @@ package final class StateDatabase: Sendable {
                 Int64(item.version), Int64(item.contentVersion), item.deleted, item.conflictOf?.rawValue,
                 item.isContentPending, item.contentFrom?.rawValue,
                 item.owner.map { Int64($0.uid) }, item.owner.map { Int64($0.gid) },
+                item.device.map { Int64(bitPattern: $0) },
+                item.ctime?.seconds, item.ctime.map { Int64($0.nanoseconds) },
+                item.atime?.seconds, item.atime.map { Int64($0.nanoseconds) },
             ])
         }
         try setMeta("head", String(tree.head), db)
@@ -262,7 +271,15 @@ package final class StateDatabase: Sendable {
             contentVersion: UInt64(row["content_version"] as Int64), deleted: row["deleted"],
             conflictOf: (row["conflict_of"] as String?).map(ItemID.init),
             contentFrom: (row["content_from"] as String?).map(ItemID.init), isContentPending: row["content_pending"],
-            owner: (row["uid"] as Int64?).map { Owner(uid: UInt32($0), gid: UInt32(row["gid"] as Int64? ?? 0)) })
+            owner: (row["uid"] as Int64?).map { Owner(uid: UInt32($0), gid: UInt32(row["gid"] as Int64? ?? 0)) },
+            device: (row["device"] as Int64?).map { UInt64(bitPattern: $0) },
+            ctime: time(row, "ctime"), atime: time(row, "atime"))
+    }
+
+    /// A time stored in the columns NAME_s and NAME_ns, if any.
+    private static func time(_ row: Row, _ name: String) -> Timestamp? {
+        guard let seconds = row["\(name)_s"] as Int64? else { return nil }
+        return Timestamp(seconds: seconds, nanoseconds: UInt32(row["\(name)_ns"] as Int64? ?? 0))
     }
 
     /// Chunk lists as packed 36-byte records (32-byte hash, 4-byte little-endian size): small

@@ -93,6 +93,38 @@ struct FoldTests {
         #expect(op.owner == nil)
     }
 
+    @Test("times: an operation's change time is the item's ctime; entries made, moved or removed move their folders' times")
+    func changeTimes() {
+        var journal = Journal()
+        journal.commit("a", [folder("d", "d"), folder("e", "e")])
+        var created = ItemOperation.Create(
+            id: ItemID("f"), parent: ItemID("d"), name: "f", kind: .file, mode: 0o644, mtime: Timestamp(seconds: 10))
+        created.owner = nil
+        journal.commit("a", [.create(created)])
+        #expect(journal.tree.item(ItemID("d"))?.mtime == Timestamp(seconds: 10))
+        #expect(journal.tree.item(ItemID("f"))?.ctime == nil)  // shown as its mtime
+        var chmod = ItemOperation.Update(id: ItemID("f"), base: 0, mode: 0o600)
+        chmod.ctime = Timestamp(seconds: 20)
+        chmod.atime = Timestamp(seconds: 5, nanoseconds: 7)
+        journal.commit("a", [.update(chmod)])
+        #expect(journal.tree.item(ItemID("f"))?.ctime == Timestamp(seconds: 20))
+        #expect(journal.tree.item(ItemID("f"))?.atime == Timestamp(seconds: 5, nanoseconds: 7))
+        #expect(journal.tree.item(ItemID("f"))?.mtime == Timestamp(seconds: 10))
+        var move = ItemOperation.Move(id: ItemID("f"), base: 0, parent: ItemID("e"), name: "g")
+        move.ctime = Timestamp(seconds: 30)
+        journal.commit("a", [.move(move)])
+        #expect(journal.tree.item(ItemID("d"))?.ctime == Timestamp(seconds: 30))
+        #expect(journal.tree.item(ItemID("e"))?.mtime == Timestamp(seconds: 30))
+        #expect(journal.tree.item(ItemID("f"))?.ctime == Timestamp(seconds: 30))
+        var delete = ItemOperation.Delete(id: ItemID("f"), base: 2)
+        delete.ctime = Timestamp(seconds: 40)
+        journal.commit("a", [.delete(delete)])
+        #expect(journal.tree.item(ItemID("e"))?.mtime == Timestamp(seconds: 40))
+        // Operations of format 1 carry no change time: they move no folder's times.
+        journal.commit("a", [.move(.init(id: ItemID("e"), base: 0, parent: ItemID("d"), name: "e"))])
+        #expect(journal.tree.item(ItemID("d"))?.mtime == Timestamp(seconds: 30))
+    }
+
     @Test("an edit from an old base becomes a conflict copy named after the device and UTC time")
     func conflictCopy() {
         var journal = Journal()

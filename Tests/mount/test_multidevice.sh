@@ -287,5 +287,28 @@ test_special_files_arrive_on_another_device() {
     python3 -c 'import os, sys
 r = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK); w = os.open(sys.argv[1], os.O_WRONLY)
 os.write(w, b"ok"); assert os.read(r, 10) == b"ok"' "$T/b/pipe"
+    # Kept across a restart (the device's state).
+    fusermount3 -u "$T/b"
+    mount_device b
+    assert_eq "$(stat -c '%F %t:%T' "$T/b/tty")" "character special file 4:40"
+}
+
+test_times_arrive_on_another_device() {
+    mount_device a
+    mount_device b
+    mkdir "$T/a/d"
+    echo x > "$T/a/d/f"
+    touch -a -d '2001-01-01 00:00:00.123456789' "$T/a/d/f"
+    touch -m -d '2002-02-02 00:00:00.987654321' "$T/a/d/f"
+    chmod 600 "$T/a/d/f"  # moves ctime
+    sync_wait a
+    # Access, modification and change times, and the folder's (moved by its entry), as on a.
+    eventually 'test "$(stat -c %X "$T/b/d/f")" = "$(stat -c %X "$T/a/d/f")"'
+    assert_eq "$(stat -c '%x|%y|%z' "$T/b/d/f")" "$(stat -c '%x|%y|%z' "$T/a/d/f")"
+    assert_eq "$(stat -c '%y|%z' "$T/b/d")" "$(stat -c '%y|%z' "$T/a/d")"
+    # Kept across a restart (the device's state).
+    fusermount3 -u "$T/b"
+    mount_device b
+    assert_eq "$(stat -c '%x|%y|%z' "$T/b/d/f")" "$(stat -c '%x|%y|%z' "$T/a/d/f")"
 }
 

@@ -32,6 +32,34 @@ step("rename in a folder (the folder)", lambda: changes("d", lambda: os.rename("
 step("unlink in a folder (the folder)", lambda: changes("d", lambda: os.unlink("d/y")))
 step("mkdir in a folder (the folder)", lambda: changes("d", lambda: os.mkdir("d/sub")))
 step("read (mtime, ctime)", lambda: changes("g", lambda: open("g", "rb").read()))
+
+
+def read_moves_atime():
+    write_file("fresh", b"new")
+    before = os.stat("fresh").st_atime_ns
+    time.sleep(0.02)
+    open("fresh", "rb").read()
+    return os.stat("fresh").st_atime_ns > before
+
+
+step("a read after a write moves atime (relatime)", read_moves_atime)
+
+
+def attributes_while_writing():
+    # chmod of a file being written moves its ctime at once, not at the close.
+    fd = os.open("w", os.O_CREAT | os.O_WRONLY, 0o644)
+    os.write(fd, b"x")
+    before = os.fstat(fd).st_ctime_ns
+    time.sleep(0.02)
+    os.fchmod(fd, 0o600)
+    after = os.fstat(fd).st_ctime_ns
+    os.utime(fd, ns=(7_000_000_001, 8_000_000_002))
+    shown = os.fstat(fd).st_atime_ns, os.fstat(fd).st_mtime_ns
+    os.close(fd)
+    return after > before, shown, (os.stat("w").st_atime_ns, os.stat("w").st_mtime_ns)
+
+
+step("times set on a file being written", attributes_while_writing)
 step("set both, nanoseconds", lambda: (utimensat("g", (1000000000, 123456789), (1500000000, 987654321)),
                                         os.stat("g").st_atime_ns, os.stat("g").st_mtime_ns))
 step("UTIME_OMIT keeps mtime", lambda: (utimensat("g", (1100000000, 5), UTIME_OMIT),
