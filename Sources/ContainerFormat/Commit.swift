@@ -3,7 +3,8 @@ import Foundation
 /// One journal entry: a batch of operations by one device, applied in order.
 public struct Commit: Hashable, Codable, Sendable {
     /// 2: operations may carry owners (`Owner`); format 1 entries are read as owned by 0.
-    public static let formatVersion = 2
+    /// 3: hard links (items of kind `link`).
+    public static let formatVersion = 3
 
     public var format: Int
     /// Random, chosen once per queued commit: lets a device recognise its own commit after a

@@ -60,11 +60,22 @@ public enum ItemKind: String, Codable, Sendable {
     /// kernel serves them (a FIFO's bytes never reach the mount, let alone the store).
     case fifo, socket
     case characterDevice = "char", blockDevice = "block"
+    /// A hard link (format 3): one more name of another item (`Item.linkedItem`), which
+    /// holds the content and attributes every name of it shows.
+    case hardLink = "link"
 
     public var isSpecial: Bool {
         switch self {
-        case .file, .folder, .symlink: false
+        case .file, .folder, .symlink, .hardLink: false
         case .fifo, .socket, .characterDevice, .blockDevice: true
+        }
+    }
+
+    /// Whether another name may be linked to an item of this kind (`link(2)`: not folders).
+    public var isLinkable: Bool {
+        switch self {
+        case .folder, .hardLink: false
+        case .file, .symlink, .fifo, .socket, .characterDevice, .blockDevice: true
         }
     }
 }
@@ -190,6 +201,8 @@ public struct Item: Hashable, Codable, Sendable {
     public var ctime: Timestamp?
     /// The access time as last set (`utimensat`; reads do not move it); nil: `mtime`.
     public var atime: Timestamp?
+    /// For a hard link: the item it is a name of; nil for every other kind.
+    public var linkedItem: ItemID?
 
     public var ownerOrRoot: Owner { owner ?? .root }
 
@@ -213,7 +226,7 @@ public struct Item: Hashable, Codable, Sendable {
         xattrs: [String: Data] = [:], version: UInt64 = 0, contentVersion: UInt64 = 0,
         deleted: Bool = false, conflictOf: ItemID? = nil, contentFrom: ItemID? = nil,
         isContentPending: Bool = false, owner: Owner? = nil, device: UInt64? = nil,
-        ctime: Timestamp? = nil, atime: Timestamp? = nil
+        ctime: Timestamp? = nil, atime: Timestamp? = nil, linkedItem: ItemID? = nil
     ) {
         self.id = id
         self.parent = parent
@@ -235,6 +248,7 @@ public struct Item: Hashable, Codable, Sendable {
         self.device = device
         self.ctime = ctime
         self.atime = atime
+        self.linkedItem = linkedItem
     }
 
     public static func rootFolder() -> Item {

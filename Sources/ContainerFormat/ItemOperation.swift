@@ -42,11 +42,14 @@ public enum ItemOperation: Hashable, Sendable {
         public var owner: Owner?
         /// A device file's device number.
         public var device: UInt64?
+        /// A hard link's item (format 3).
+        public var linkedItem: ItemID?
 
         public init(
             id: ItemID, parent: ItemID, name: String, kind: ItemKind, mode: UInt32,
             mtime: Timestamp, content: Content = .empty, target: String? = nil,
-            xattrs: [String: Data] = [:], owner: Owner? = nil, device: UInt64? = nil
+            xattrs: [String: Data] = [:], owner: Owner? = nil, device: UInt64? = nil,
+            linkedItem: ItemID? = nil
         ) {
             self.id = id
             self.parent = parent
@@ -59,6 +62,7 @@ public enum ItemOperation: Hashable, Sendable {
             self.xattrs = xattrs
             self.owner = owner
             self.device = device
+            self.linkedItem = linkedItem
         }
     }
 

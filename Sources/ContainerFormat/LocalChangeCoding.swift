@@ -132,6 +132,7 @@ extension OperationMessage {
                 message.gid = owner.gid
             }
             if let device = op.device { message.device = device }
+            if let linkedItem = op.linkedItem { message.linkedItem = linkedItem.rawValue }
             create = message
         case .update(let op):
             var message = UpdateMessage()
@@ -182,6 +183,7 @@ extension ItemOperation {
             op.contentPending = m.hasContentPending ? m.contentPending : nil
             op.owner = m.hasUid ? Owner(uid: m.uid, gid: m.gid) : nil
             op.device = m.hasDevice ? m.device : nil
+            op.linkedItem = m.hasLinkedItem ? ItemID(m.linkedItem) : nil
             self = .create(op)
         case .update(let m):
             var op = ItemOperation.Update(

@@ -71,6 +71,7 @@ extension ItemMessage {
             atimeSeconds = atime.seconds
             atimeNanoseconds = atime.nanoseconds
         }
+        if let linkedItem = item.linkedItem { self.linkedItem = linkedItem.rawValue }
     }
 }
 
@@ -106,7 +107,8 @@ extension Item {
             contentFrom: message.hasContentFrom ? ItemID(message.contentFrom) : nil,
             isContentPending: message.contentPending,
             owner: message.hasUid || message.hasGid ? Tree.stored(Owner(uid: message.uid, gid: message.gid)) : nil,
-            device: message.hasDevice ? message.device : nil)
+            device: message.hasDevice ? message.device : nil,
+            linkedItem: message.hasLinkedItem ? ItemID(SnapshotCoding.fresh(message.linkedItem)) : nil)
         self.ctime = ctime
         self.atime = atime
     }
@@ -122,6 +124,7 @@ extension KindMessage {
         case .socket: self = .socket
         case .characterDevice: self = .characterDevice
         case .blockDevice: self = .blockDevice
+        case .hardLink: self = .hardLink
         }
     }
 }
@@ -136,6 +139,7 @@ extension ItemKind {
         case .socket: self = .socket
         case .characterDevice: self = .characterDevice
         case .blockDevice: self = .blockDevice
+        case .hardLink: self = .hardLink
         case .UNRECOGNIZED(let value): throw SnapshotItemError(description: "item \(id): unknown kind \(value)")
         }
     }

@@ -77,6 +77,7 @@ extension Tree {
         if let problem = Tree.problem(kind: op.kind, content: op.content, target: op.target) {
             return fold.reject(problem)
         }
+        if let problem = linkProblem(op) { return fold.reject(problem) }
         let parent = livingFolder(op.parent, &fold)
         let item = Item(
             id: op.id, parent: parent, name: freeName(op.name, in: parent, for: op.id),
@@ -84,18 +85,46 @@ extension Tree {
             chunks: op.content.chunks, target: op.target, xattrs: Tree.userAttributes(op.xattrs),
             version: fold.seq, contentVersion: fold.seq, isContentPending: op.contentPending == true,
             owner: Tree.stored(op.owner),
-            device: op.kind == .characterDevice || op.kind == .blockDevice ? op.device ?? 0 : nil)
+            device: op.kind == .characterDevice || op.kind == .blockDevice ? op.device ?? 0 : nil,
+            linkedItem: op.kind == .hardLink ? op.linkedItem : nil)
         if item.name != op.name { fold.note("\(op.name) exists; created as \(item.name)") }
+        if let linked = item.linkedItem, !isLive(linked) {
+            fold.note("\(linked) had no name left; the new link \(item.name) keeps it")
+        }
         store(item)
         fold.outcome.changed.insert(item.id)
         touchFolder(parent, at: op.mtime, &fold)
+        if let linked = item.linkedItem { touchLinked(linked, at: op.mtime, &fold) }
+    }
+
+    /// Why a create cannot be a hard link, or nil: a link names a linkable item (never a
+    /// folder or another link), and nothing else names one.
+    private func linkProblem(_ op: ItemOperation.Create) -> String? {
+        guard op.kind == .hardLink else {
+            return op.linkedItem == nil ? nil : "only a hard link links to an item"
+        }
+        guard let linked = op.linkedItem, let item = items[linked] else { return "a hard link to no item" }
+        return item.kind.isLinkable ? nil : "a hard link to a \(item.kind.rawValue)"
+    }
+
+    /// A name of `id` was made or removed at `time`: its change time moves, as `link(2)` and
+    /// `unlink(2)` move it (`stat` shows the new link count).
+    private mutating func touchLinked(_ id: ItemID, at time: Timestamp, _ fold: inout Fold) {
+        guard var item = items[id] else { return }
+        item.ctime = time
+        item.version = fold.seq
+        store(item)
+        fold.outcome.changed.insert(id)
     }
 
     /// `origin`: the item the operation was addressed to, when it was redirected to a copy.
     private mutating func update(_ op: ItemOperation.Update, _ fold: inout Fold, origin: ItemID? = nil) {
         guard var item = items[op.id] else { return fold.reject("no item \(op.id)") }
+        guard item.kind != .hardLink else {
+            return fold.reject("\(op.id) is a hard link: its item holds content and attributes")
+        }
         guard let content = op.content else {
-            guard !item.deleted else { return fold.note("attributes of deleted \(op.id) ignored") }
+            guard isLive(item.id) else { return fold.note("attributes of deleted \(op.id) ignored") }
             item.mode = op.mode.map { $0 & 0o7777 } ?? item.mode
             item.mtime = op.mtime ?? item.mtime
             item.xattrs = op.xattrs.map(Tree.userAttributes) ?? item.xattrs
@@ -110,7 +139,7 @@ extension Tree {
         guard item.kind == .file, content.isConsistent else {
             return fold.reject("content for \(op.id) is not a file's or its sizes do not add up")
         }
-        if item.deleted {
+        if !isLive(item.id) {
             fold.note("\(op.id) was deleted; the edit revives it")
             item = revived(item, &fold)
         } else if item.contentVersion != op.base {
@@ -202,7 +231,13 @@ extension Tree {
         if item.kind == .folder, hasChildren(item.id) {
             return fold.note("folder \(op.id) still holds items another device wrote; kept")
         }
-        if item.kind != .folder, item.contentVersion != op.base {
+        // Removing one of several names loses nothing; removing the last name of content
+        // changed since `base` is declined (a hard link's content is its item's).
+        let named = item.kind == .hardLink ? item.linkedItem.flatMap { items[$0] } : item
+        if let named, named.kind != .folder, linkCount(of: named.id) <= 1, named.contentVersion != op.base {
+            if item.kind == .hardLink {
+                return fold.note("\(named.id) changed since version \(op.base); the delete of its last name is declined")
+            }
             if let copy = copy(of: op.id, holding: op.base) {
                 // The deleting device saw a version that now lives in this copy.
                 return delete(.init(id: copy.id, base: op.base), &fold)
@@ -214,9 +249,13 @@ extension Tree {
         }
         item.deleted = true
         item.version = fold.seq
+        if let time = op.ctime, links[item.id] != nil { item.ctime = time }  // one name of several went
         store(item)
         fold.outcome.changed.insert(item.id)
-        if let time = op.ctime { touchFolder(item.parent, at: time, &fold) }
+        if let time = op.ctime {
+            touchFolder(item.parent, at: time, &fold)
+            if let linked = item.linkedItem { touchLinked(linked, at: time, &fold) }
+        }
     }
 
     /// An entry of `folder` was made, renamed or removed at `time`: its modification and
@@ -297,6 +336,8 @@ extension Tree {
             return content.size == 0 ? nil : "a symlink has no content"
         case .fifo, .socket, .characterDevice, .blockDevice:
             return content.size == 0 && target == nil ? nil : "a special file has no content"
+        case .hardLink:
+            return content.size == 0 && target == nil ? nil : "a hard link has no content of its own"
         }
     }
 

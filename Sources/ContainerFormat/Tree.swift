@@ -11,6 +11,8 @@ public struct Tree: Sendable {
     var childIndex: [ItemID: [NameKey: ItemID]]
     /// Live conflict copies of each item.
     var copies: [ItemID: Set<ItemID>]
+    /// Live hard links (items of kind `hardLink`) to each item.
+    var links: [ItemID: Set<ItemID>]
     /// Items (tombstones too) still waiting for their content's chunks, by the journal entry
     /// that announced that content: the later "uploaded" entry finds them here, not by a
     /// scan of every item.
@@ -23,6 +25,7 @@ public struct Tree: Sendable {
         items[.root] = .rootFolder()
         childIndex = [:]
         copies = [:]
+        links = [:]
         pendingContent = [:]
     }
 
@@ -43,10 +46,26 @@ public struct Tree: Sendable {
 
     public func item(_ id: ItemID) -> Item? { items[id] }
 
-    /// The item if it exists and is not deleted.
+    /// The item if it exists and is live (see ``isLive``).
     public func liveItem(_ id: ItemID) -> Item? {
-        guard let item = items[id], !item.deleted else { return nil }
+        guard let item = items[id], !item.deleted || links[id] != nil else { return nil }
         return item
+    }
+
+    /// Whether the item has a name: its own (not deleted), or a live hard link's. An item
+    /// whose own name was removed lives on, content and all, while another name is left.
+    public func isLive(_ id: ItemID) -> Bool { liveItem(id) != nil }
+
+    /// How many names the item has: its own, unless deleted, and its live hard links.
+    public func linkCount(of id: ItemID) -> Int {
+        guard let item = items[id] else { return 0 }
+        return (item.deleted ? 0 : 1) + (links[id]?.count ?? 0)
+    }
+
+    /// The item a name stands for: for a hard link, the item it links to; else `item`.
+    public func resolved(_ item: Item) -> Item? {
+        guard item.kind == .hardLink else { return item }
+        return item.linkedItem.flatMap { items[$0] }
     }
 
     /// Items (tombstones too) whose content is still waiting for its chunks in the store.
@@ -153,6 +172,9 @@ public struct Tree: Sendable {
         if let original = item.conflictOf {
             copies[original, default: []].insert(item.id)
         }
+        if let linked = item.linkedItem {
+            links[linked, default: []].insert(item.id)
+        }
     }
 
     private mutating func removeFromIndexes(_ item: Item) {
@@ -168,6 +190,10 @@ public struct Tree: Sendable {
         if let original = item.conflictOf {
             copies[original]?.remove(item.id)
             if copies[original]?.isEmpty == true { copies[original] = nil }
+        }
+        if let linked = item.linkedItem {
+            links[linked]?.remove(item.id)
+            if links[linked]?.isEmpty == true { links[linked] = nil }
         }
     }
 }

@@ -109,98 +109,120 @@ nonisolated struct OperationMessage: Sendable {
   init() {}
 }
 
-nonisolated struct CreateMessage: Sendable {
+nonisolated struct CreateMessage: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  var id: String = String()
+  var id: String {
+    get {_storage._id}
+    set {_uniqueStorage()._id = newValue}
+  }
 
-  var parent: String = String()
+  var parent: String {
+    get {_storage._parent}
+    set {_uniqueStorage()._parent = newValue}
+  }
 
-  var name: String = String()
+  var name: String {
+    get {_storage._name}
+    set {_uniqueStorage()._name = newValue}
+  }
 
-  var kind: KindMessage = .file
+  var kind: KindMessage {
+    get {_storage._kind}
+    set {_uniqueStorage()._kind = newValue}
+  }
 
-  var mode: UInt32 = 0
+  var mode: UInt32 {
+    get {_storage._mode}
+    set {_uniqueStorage()._mode = newValue}
+  }
 
   var mtime: TimestampMessage {
-    get {_mtime ?? TimestampMessage()}
-    set {_mtime = newValue}
+    get {_storage._mtime ?? TimestampMessage()}
+    set {_uniqueStorage()._mtime = newValue}
   }
   /// Returns true if `mtime` has been explicitly set.
-  var hasMtime: Bool {self._mtime != nil}
+  var hasMtime: Bool {_storage._mtime != nil}
   /// Clears the value of `mtime`. Subsequent reads from it will return its default value.
-  mutating func clearMtime() {self._mtime = nil}
+  mutating func clearMtime() {_uniqueStorage()._mtime = nil}
 
   var content: ContentMessage {
-    get {_content ?? ContentMessage()}
-    set {_content = newValue}
+    get {_storage._content ?? ContentMessage()}
+    set {_uniqueStorage()._content = newValue}
   }
   /// Returns true if `content` has been explicitly set.
-  var hasContent: Bool {self._content != nil}
+  var hasContent: Bool {_storage._content != nil}
   /// Clears the value of `content`. Subsequent reads from it will return its default value.
-  mutating func clearContent() {self._content = nil}
+  mutating func clearContent() {_uniqueStorage()._content = nil}
 
   var target: String {
-    get {_target ?? String()}
-    set {_target = newValue}
+    get {_storage._target ?? String()}
+    set {_uniqueStorage()._target = newValue}
   }
   /// Returns true if `target` has been explicitly set.
-  var hasTarget: Bool {self._target != nil}
+  var hasTarget: Bool {_storage._target != nil}
   /// Clears the value of `target`. Subsequent reads from it will return its default value.
-  mutating func clearTarget() {self._target = nil}
+  mutating func clearTarget() {_uniqueStorage()._target = nil}
 
-  var xattrs: [AttributeMessage] = []
+  var xattrs: [AttributeMessage] {
+    get {_storage._xattrs}
+    set {_uniqueStorage()._xattrs = newValue}
+  }
 
   var contentPending: Bool {
-    get {_contentPending ?? false}
-    set {_contentPending = newValue}
+    get {_storage._contentPending ?? false}
+    set {_uniqueStorage()._contentPending = newValue}
   }
   /// Returns true if `contentPending` has been explicitly set.
-  var hasContentPending: Bool {self._contentPending != nil}
+  var hasContentPending: Bool {_storage._contentPending != nil}
   /// Clears the value of `contentPending`. Subsequent reads from it will return its default value.
-  mutating func clearContentPending() {self._contentPending = nil}
+  mutating func clearContentPending() {_uniqueStorage()._contentPending = nil}
 
   /// The owner and group (numbers); absent: 0 and 0.
   var uid: UInt32 {
-    get {_uid ?? 0}
-    set {_uid = newValue}
+    get {_storage._uid ?? 0}
+    set {_uniqueStorage()._uid = newValue}
   }
   /// Returns true if `uid` has been explicitly set.
-  var hasUid: Bool {self._uid != nil}
+  var hasUid: Bool {_storage._uid != nil}
   /// Clears the value of `uid`. Subsequent reads from it will return its default value.
-  mutating func clearUid() {self._uid = nil}
+  mutating func clearUid() {_uniqueStorage()._uid = nil}
 
   var gid: UInt32 {
-    get {_gid ?? 0}
-    set {_gid = newValue}
+    get {_storage._gid ?? 0}
+    set {_uniqueStorage()._gid = newValue}
   }
   /// Returns true if `gid` has been explicitly set.
-  var hasGid: Bool {self._gid != nil}
+  var hasGid: Bool {_storage._gid != nil}
   /// Clears the value of `gid`. Subsequent reads from it will return its default value.
-  mutating func clearGid() {self._gid = nil}
+  mutating func clearGid() {_uniqueStorage()._gid = nil}
 
   var device: UInt64 {
-    get {_device ?? 0}
-    set {_device = newValue}
+    get {_storage._device ?? 0}
+    set {_uniqueStorage()._device = newValue}
   }
   /// Returns true if `device` has been explicitly set.
-  var hasDevice: Bool {self._device != nil}
+  var hasDevice: Bool {_storage._device != nil}
   /// Clears the value of `device`. Subsequent reads from it will return its default value.
-  mutating func clearDevice() {self._device = nil}
+  mutating func clearDevice() {_uniqueStorage()._device = nil}
+
+  /// A hard link's item.
+  var linkedItem: String {
+    get {_storage._linkedItem ?? String()}
+    set {_uniqueStorage()._linkedItem = newValue}
+  }
+  /// Returns true if `linkedItem` has been explicitly set.
+  var hasLinkedItem: Bool {_storage._linkedItem != nil}
+  /// Clears the value of `linkedItem`. Subsequent reads from it will return its default value.
+  mutating func clearLinkedItem() {_uniqueStorage()._linkedItem = nil}
 
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
 
-  fileprivate var _mtime: TimestampMessage? = nil
-  fileprivate var _content: ContentMessage? = nil
-  fileprivate var _target: String? = nil
-  fileprivate var _contentPending: Bool? = nil
-  fileprivate var _uid: UInt32? = nil
-  fileprivate var _gid: UInt32? = nil
-  fileprivate var _device: UInt64? = nil
+  fileprivate var _storage = _StorageClass.defaultInstance
 }
 
 /// Absent fields stay as they are.
@@ -564,93 +586,160 @@ nonisolated extension OperationMessage: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".CreateMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{1}mtime\0\u{1}content\0\u{1}target\0\u{1}xattrs\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{1}mtime\0\u{1}content\0\u{1}target\0\u{1}xattrs\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0\u{3}linked_item\0")
+
+  fileprivate class _StorageClass {
+    var _id: String = String()
+    var _parent: String = String()
+    var _name: String = String()
+    var _kind: KindMessage = .file
+    var _mode: UInt32 = 0
+    var _mtime: TimestampMessage? = nil
+    var _content: ContentMessage? = nil
+    var _target: String? = nil
+    var _xattrs: [AttributeMessage] = []
+    var _contentPending: Bool? = nil
+    var _uid: UInt32? = nil
+    var _gid: UInt32? = nil
+    var _device: UInt64? = nil
+    var _linkedItem: String? = nil
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _id = source._id
+      _parent = source._parent
+      _name = source._name
+      _kind = source._kind
+      _mode = source._mode
+      _mtime = source._mtime
+      _content = source._content
+      _target = source._target
+      _xattrs = source._xattrs
+      _contentPending = source._contentPending
+      _uid = source._uid
+      _gid = source._gid
+      _device = source._device
+      _linkedItem = source._linkedItem
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularStringField(value: &self.id) }()
-      case 2: try { try decoder.decodeSingularStringField(value: &self.parent) }()
-      case 3: try { try decoder.decodeSingularStringField(value: &self.name) }()
-      case 4: try { try decoder.decodeSingularEnumField(value: &self.kind) }()
-      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.mode) }()
-      case 6: try { try decoder.decodeSingularMessageField(value: &self._mtime) }()
-      case 7: try { try decoder.decodeSingularMessageField(value: &self._content) }()
-      case 8: try { try decoder.decodeSingularStringField(value: &self._target) }()
-      case 9: try { try decoder.decodeRepeatedMessageField(value: &self.xattrs) }()
-      case 10: try { try decoder.decodeSingularBoolField(value: &self._contentPending) }()
-      case 11: try { try decoder.decodeSingularUInt32Field(value: &self._uid) }()
-      case 12: try { try decoder.decodeSingularUInt32Field(value: &self._gid) }()
-      case 13: try { try decoder.decodeSingularUInt64Field(value: &self._device) }()
-      default: break
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularStringField(value: &_storage._id) }()
+        case 2: try { try decoder.decodeSingularStringField(value: &_storage._parent) }()
+        case 3: try { try decoder.decodeSingularStringField(value: &_storage._name) }()
+        case 4: try { try decoder.decodeSingularEnumField(value: &_storage._kind) }()
+        case 5: try { try decoder.decodeSingularUInt32Field(value: &_storage._mode) }()
+        case 6: try { try decoder.decodeSingularMessageField(value: &_storage._mtime) }()
+        case 7: try { try decoder.decodeSingularMessageField(value: &_storage._content) }()
+        case 8: try { try decoder.decodeSingularStringField(value: &_storage._target) }()
+        case 9: try { try decoder.decodeRepeatedMessageField(value: &_storage._xattrs) }()
+        case 10: try { try decoder.decodeSingularBoolField(value: &_storage._contentPending) }()
+        case 11: try { try decoder.decodeSingularUInt32Field(value: &_storage._uid) }()
+        case 12: try { try decoder.decodeSingularUInt32Field(value: &_storage._gid) }()
+        case 13: try { try decoder.decodeSingularUInt64Field(value: &_storage._device) }()
+        case 14: try { try decoder.decodeSingularStringField(value: &_storage._linkedItem) }()
+        default: break
+        }
       }
     }
   }
 
   func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    if !self.id.isEmpty {
-      try visitor.visitSingularStringField(value: self.id, fieldNumber: 1)
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if !_storage._id.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._id, fieldNumber: 1)
+      }
+      if !_storage._parent.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._parent, fieldNumber: 2)
+      }
+      if !_storage._name.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._name, fieldNumber: 3)
+      }
+      if _storage._kind != .file {
+        try visitor.visitSingularEnumField(value: _storage._kind, fieldNumber: 4)
+      }
+      if _storage._mode != 0 {
+        try visitor.visitSingularUInt32Field(value: _storage._mode, fieldNumber: 5)
+      }
+      try { if let v = _storage._mtime {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+      } }()
+      try { if let v = _storage._content {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+      } }()
+      try { if let v = _storage._target {
+        try visitor.visitSingularStringField(value: v, fieldNumber: 8)
+      } }()
+      if !_storage._xattrs.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._xattrs, fieldNumber: 9)
+      }
+      try { if let v = _storage._contentPending {
+        try visitor.visitSingularBoolField(value: v, fieldNumber: 10)
+      } }()
+      try { if let v = _storage._uid {
+        try visitor.visitSingularUInt32Field(value: v, fieldNumber: 11)
+      } }()
+      try { if let v = _storage._gid {
+        try visitor.visitSingularUInt32Field(value: v, fieldNumber: 12)
+      } }()
+      try { if let v = _storage._device {
+        try visitor.visitSingularUInt64Field(value: v, fieldNumber: 13)
+      } }()
+      try { if let v = _storage._linkedItem {
+        try visitor.visitSingularStringField(value: v, fieldNumber: 14)
+      } }()
     }
-    if !self.parent.isEmpty {
-      try visitor.visitSingularStringField(value: self.parent, fieldNumber: 2)
-    }
-    if !self.name.isEmpty {
-      try visitor.visitSingularStringField(value: self.name, fieldNumber: 3)
-    }
-    if self.kind != .file {
-      try visitor.visitSingularEnumField(value: self.kind, fieldNumber: 4)
-    }
-    if self.mode != 0 {
-      try visitor.visitSingularUInt32Field(value: self.mode, fieldNumber: 5)
-    }
-    try { if let v = self._mtime {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
-    } }()
-    try { if let v = self._content {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
-    } }()
-    try { if let v = self._target {
-      try visitor.visitSingularStringField(value: v, fieldNumber: 8)
-    } }()
-    if !self.xattrs.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.xattrs, fieldNumber: 9)
-    }
-    try { if let v = self._contentPending {
-      try visitor.visitSingularBoolField(value: v, fieldNumber: 10)
-    } }()
-    try { if let v = self._uid {
-      try visitor.visitSingularUInt32Field(value: v, fieldNumber: 11)
-    } }()
-    try { if let v = self._gid {
-      try visitor.visitSingularUInt32Field(value: v, fieldNumber: 12)
-    } }()
-    try { if let v = self._device {
-      try visitor.visitSingularUInt64Field(value: v, fieldNumber: 13)
-    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   static func ==(lhs: CreateMessage, rhs: CreateMessage) -> Bool {
-    if lhs.id != rhs.id {return false}
-    if lhs.parent != rhs.parent {return false}
-    if lhs.name != rhs.name {return false}
-    if lhs.kind != rhs.kind {return false}
-    if lhs.mode != rhs.mode {return false}
-    if lhs._mtime != rhs._mtime {return false}
-    if lhs._content != rhs._content {return false}
-    if lhs._target != rhs._target {return false}
-    if lhs.xattrs != rhs.xattrs {return false}
-    if lhs._contentPending != rhs._contentPending {return false}
-    if lhs._uid != rhs._uid {return false}
-    if lhs._gid != rhs._gid {return false}
-    if lhs._device != rhs._device {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._id != rhs_storage._id {return false}
+        if _storage._parent != rhs_storage._parent {return false}
+        if _storage._name != rhs_storage._name {return false}
+        if _storage._kind != rhs_storage._kind {return false}
+        if _storage._mode != rhs_storage._mode {return false}
+        if _storage._mtime != rhs_storage._mtime {return false}
+        if _storage._content != rhs_storage._content {return false}
+        if _storage._target != rhs_storage._target {return false}
+        if _storage._xattrs != rhs_storage._xattrs {return false}
+        if _storage._contentPending != rhs_storage._contentPending {return false}
+        if _storage._uid != rhs_storage._uid {return false}
+        if _storage._gid != rhs_storage._gid {return false}
+        if _storage._device != rhs_storage._device {return false}
+        if _storage._linkedItem != rhs_storage._linkedItem {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -8,7 +8,7 @@
 // For information on using the generated types, please see the documentation:
 //   https://github.com/apple/swift-protobuf/
 
-/// The binary form of snapshots/SEQ (format 2; docs/FORMAT.md). Generated into
+/// The binary form of snapshots/SEQ (formats 2 to 4; docs/FORMAT.md). Generated into
 /// ../snapshot.pb.swift by Scripts/generate-protos; edit this file, then run that script.
 
 #if canImport(FoundationEssentials)
@@ -39,6 +39,9 @@ nonisolated enum KindMessage: SwiftProtobuf.Enum, Swift.CaseIterable {
   case socket // = 4
   case characterDevice // = 5
   case blockDevice // = 6
+
+  /// A hard link (format 4): one more name of the item `linked_item`.
+  case hardLink // = 7
   case UNRECOGNIZED(Int)
 
   init() {
@@ -54,6 +57,7 @@ nonisolated enum KindMessage: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 4: self = .socket
     case 5: self = .characterDevice
     case 6: self = .blockDevice
+    case 7: self = .hardLink
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -67,6 +71,7 @@ nonisolated enum KindMessage: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .socket: return 4
     case .characterDevice: return 5
     case .blockDevice: return 6
+    case .hardLink: return 7
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -80,6 +85,7 @@ nonisolated enum KindMessage: SwiftProtobuf.Enum, Swift.CaseIterable {
     .socket,
     .characterDevice,
     .blockDevice,
+    .hardLink,
   ]
 
 }
@@ -277,6 +283,16 @@ nonisolated struct ItemMessage: @unchecked Sendable {
   /// Clears the value of `atimeNanoseconds`. Subsequent reads from it will return its default value.
   mutating func clearAtimeNanoseconds() {_uniqueStorage()._atimeNanoseconds = nil}
 
+  /// A hard link's item (format 4).
+  var linkedItem: String {
+    get {_storage._linkedItem ?? String()}
+    set {_uniqueStorage()._linkedItem = newValue}
+  }
+  /// Returns true if `linkedItem` has been explicitly set.
+  var hasLinkedItem: Bool {_storage._linkedItem != nil}
+  /// Clears the value of `linkedItem`. Subsequent reads from it will return its default value.
+  mutating func clearLinkedItem() {_uniqueStorage()._linkedItem = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -303,7 +319,7 @@ nonisolated struct AttributeMessage: Sendable {
 fileprivate nonisolated let _protobuf_package = "icloudfs.snapshot"
 
 nonisolated extension KindMessage: SwiftProtobuf._ProtoNameProviding {
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0FILE\0\u{1}FOLDER\0\u{1}SYMLINK\0\u{1}FIFO\0\u{1}SOCKET\0\u{1}CHARACTER_DEVICE\0\u{1}BLOCK_DEVICE\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0FILE\0\u{1}FOLDER\0\u{1}SYMLINK\0\u{1}FIFO\0\u{1}SOCKET\0\u{1}CHARACTER_DEVICE\0\u{1}BLOCK_DEVICE\0\u{1}HARD_LINK\0")
 }
 
 nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -348,7 +364,7 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".ItemMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{3}mtime_seconds\0\u{3}mtime_nanoseconds\0\u{1}size\0\u{3}chunk_hashes\0\u{3}chunk_sizes\0\u{1}target\0\u{1}xattrs\0\u{1}version\0\u{3}content_version\0\u{1}deleted\0\u{3}conflict_of\0\u{3}content_from\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0\u{3}ctime_seconds\0\u{3}ctime_nanoseconds\0\u{3}atime_seconds\0\u{3}atime_nanoseconds\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{3}mtime_seconds\0\u{3}mtime_nanoseconds\0\u{1}size\0\u{3}chunk_hashes\0\u{3}chunk_sizes\0\u{1}target\0\u{1}xattrs\0\u{1}version\0\u{3}content_version\0\u{1}deleted\0\u{3}conflict_of\0\u{3}content_from\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0\u{3}ctime_seconds\0\u{3}ctime_nanoseconds\0\u{3}atime_seconds\0\u{3}atime_nanoseconds\0\u{3}linked_item\0")
 
   fileprivate class _StorageClass {
     var _id: String = String()
@@ -376,6 +392,7 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
     var _ctimeNanoseconds: UInt32? = nil
     var _atimeSeconds: Int64? = nil
     var _atimeNanoseconds: UInt32? = nil
+    var _linkedItem: String? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -411,6 +428,7 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
       _ctimeNanoseconds = source._ctimeNanoseconds
       _atimeSeconds = source._atimeSeconds
       _atimeNanoseconds = source._atimeNanoseconds
+      _linkedItem = source._linkedItem
     }
   }
 
@@ -454,6 +472,7 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
         case 23: try { try decoder.decodeSingularUInt32Field(value: &_storage._ctimeNanoseconds) }()
         case 24: try { try decoder.decodeSingularInt64Field(value: &_storage._atimeSeconds) }()
         case 25: try { try decoder.decodeSingularUInt32Field(value: &_storage._atimeNanoseconds) }()
+        case 26: try { try decoder.decodeSingularStringField(value: &_storage._linkedItem) }()
         default: break
         }
       }
@@ -541,6 +560,9 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
       try { if let v = _storage._atimeNanoseconds {
         try visitor.visitSingularUInt32Field(value: v, fieldNumber: 25)
       } }()
+      try { if let v = _storage._linkedItem {
+        try visitor.visitSingularStringField(value: v, fieldNumber: 26)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -575,6 +597,7 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
         if _storage._ctimeNanoseconds != rhs_storage._ctimeNanoseconds {return false}
         if _storage._atimeSeconds != rhs_storage._atimeSeconds {return false}
         if _storage._atimeNanoseconds != rhs_storage._atimeNanoseconds {return false}
+        if _storage._linkedItem != rhs_storage._linkedItem {return false}
         return true
       }
       if !storagesAreEqual {return false}

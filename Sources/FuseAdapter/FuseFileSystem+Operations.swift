@@ -151,9 +151,11 @@ extension FuseFileSystem {
         }
     }
 
-    func link(_ request: Request) {
-        // Items have one name each (the store has no hard links).
-        request.error(EPERM)
+    func link(_ request: Request, _ inode: fuse_ino_t, _ newParent: fuse_ino_t, _ newName: String) {
+        answer(request) {
+            let attributes = try replica.makeLink(to: try id(inode), named: newName, in: try id(newParent))
+            request.entry(entry(attributes, parent: newParent, name: newName))
+        }
     }
 
     // Operations that need no download are answered on libfuse's thread: a small file's

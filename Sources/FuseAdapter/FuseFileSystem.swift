@@ -40,6 +40,7 @@ public final class FuseFileSystem: Sendable {
         case .socket: type = S_IFSOCK
         case .characterDevice: type = S_IFCHR
         case .blockDevice: type = S_IFBLK
+        case .hardLink: type = S_IFREG  // never shown: a name of one is shown as its item
         }
         result.st_rdev = UInt(attributes.device)
         result.st_mode = type | (attributes.mode & ~options.umask & 0o7777)

@@ -85,8 +85,9 @@ enum FuseOperations {
             }
             fileSystem(req).rename(Request(req!, "rename"), parent, name, newParent, newName, flags)
         }
-        ops.link = { req, _, _, _ in
-            fileSystem(req).link(Request(req!, "link"))
+        ops.link = { req, inode, newParent, newName in
+            guard let newName = utf8(newName, req, orAnswer: EILSEQ) else { return }
+            fileSystem(req).link(Request(req!, "link"), inode, newParent, newName)
         }
         ops.open = { req, inode, info in
             fileSystem(req).open(Request(req!, "open"), inode, info!.pointee)

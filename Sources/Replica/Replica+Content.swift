@@ -727,12 +727,12 @@ extension Replica {
                     state.content[id] = record
                     state.changedSinceClean[id] = nil
                     state.dirtyMtime[id] = nil
-                    guard let item = state.view.item(id), !item.deleted || !state.unlinkedHere.contains(id) else {
+                    guard let item = state.view.item(id), state.view.isLive(id) || !state.unlinkedHere.contains(id) else {
                         return (true, record)  // unlinked here while open: the bytes go with it
                     }
                     // Deleted on another device while open here: the edit is queued anyway and
                     // revives the file (an edit beats a delete).
-                    let unchanged = !item.deleted && item.chunks == chunks && item.size == snapshot.size
+                    let unchanged = state.view.isLive(id) && item.chunks == chunks && item.size == snapshot.size
                     if unchanged && !written && mode == nil && owner == nil && atime == nil {  // created and closed without a write: nothing to queue
                         return (true, record)
                     }

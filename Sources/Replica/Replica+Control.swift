@@ -110,7 +110,7 @@ extension Replica {
     func reclaimDeletedContent() {
         let reclaimed = state.withLock { state -> [ItemID] in
             let deleted = state.content.keys.filter { id in
-                state.view.item(id).map { $0.deleted } ?? true
+                !state.view.isLive(id)
             }
             // A queued delete needs no bytes; queued versions before it find theirs through
             // `unstaged`, which `isReclaimable` checks.
@@ -214,10 +214,11 @@ extension Replica {
         var stack = [item.id]
         while let next = stack.popLast() {
             for id in state.view.childIDs(of: next) {
-                guard let child = state.view.item(id) else { continue }
+                guard let child = state.view.item(id).flatMap(state.view.resolved) else { continue }
                 if child.kind == .folder { stack.append(child.id) } else if child.kind == .file { found.append(child.id) }
             }
         }
-        return found
+        var seen = Set<ItemID>()
+        return found.filter { seen.insert($0).inserted }  // a file with several names in it, once
     }
 }

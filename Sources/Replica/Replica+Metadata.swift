@@ -15,27 +15,32 @@ extension Replica {
     /// or went away (a listing taken earlier must not hand out what changed since).
     public func currentAttributes(of id: ItemID, named name: String, in folder: ItemID) -> ItemAttributes? {
         state.withLock { state in
-            guard let item = state.liveItem(id), item.name.hasSameBytes(as: name), item.parent == folder else { return nil }
+            guard let item = named(name, in: folder, state), item.id == id else { return nil }
             return attributes(item, &state)
         }
     }
 
     public func lookup(_ name: String, in folder: ItemID) throws(ReplicaError) -> ItemAttributes {
         try state.withLock { state throws(ReplicaError) in
-            guard let child = state.view.child(named: name, in: folder), let item = state.liveItem(child.id) else {
-                throw .notFound
-            }
+            guard let item = named(name, in: folder, state) else { throw .notFound }
             return attributes(item, &state)
         }
     }
 
-    /// The live children of a folder, sorted by name.
+    /// The live item `name` in `folder` stands for (a hard link's item for a link).
+    private func named(_ name: String, in folder: ItemID, _ state: ReplicaState) -> Item? {
+        state.view.child(named: name, in: folder).flatMap(state.view.resolved).flatMap { state.liveItem($0.id) }
+    }
+
+    /// The live children of a folder, sorted by name (a hard link listed as its item).
     public func list(_ folder: ItemID) throws(ReplicaError) -> [ItemAttributesWithName] {
         try state.withLock { state throws(ReplicaError) in
             guard let item = state.view.liveItem(folder) else { throw .notFound }
             guard item.kind == .folder else { throw .notAFolder }
             return state.view.children(of: folder).compactMap { child in
-                state.liveItem(child.id).map { ItemAttributesWithName(name: $0.name, attributes: attributes($0, &state)) }
+                state.view.resolved(child).flatMap { state.liveItem($0.id) }.map {
+                    ItemAttributesWithName(name: child.name, attributes: attributes($0, &state))
+                }
             }
         }
     }
@@ -69,6 +74,11 @@ extension Replica {
             device: kind == .characterDevice || kind == .blockDevice ? device : nil)
     }
 
+    /// `link`: one more name for a file, symlink or special file (not a folder: EPERM).
+    public func makeLink(to id: ItemID, named name: String, in parent: ItemID) throws(ReplicaError) -> ItemAttributes {
+        try create(name, in: parent, kind: .hardLink, mode: 0, target: nil, owner: .root, linkedItem: id)
+    }
+
     /// Names of the live conflict copies of `id` (siblings of it).
     public func conflictCopyNames(of id: ItemID) -> [String] {
         state.withLock { state in state.view.conflictCopies(of: id).map(\.name) }
@@ -98,21 +108,26 @@ extension Replica {
         }
     }
 
-    /// `unlink`: removes a file or symlink.
+    /// `unlink`: removes a name of a file, symlink or special file (the item goes with its
+    /// last name).
     public func remove(_ name: String, in parent: ItemID) throws(ReplicaError) {
         let freed = try state.withLock { state throws(ReplicaError) -> ItemID? in
-            guard let item = state.view.child(named: name, in: parent) else { throw .notFound }
-            guard item.kind != .folder else { throw .isAFolder }
+            guard let child = state.view.child(named: name, in: parent) else { throw .notFound }
+            guard child.kind != .folder else { throw .isAFolder }
+            guard let item = state.view.resolved(child) else { throw .notFound }
+            // The delete is based on the content the name shows (declined if that changed
+            // meanwhile and this was its last name).
             let base = state.openedBase[item.id] ?? state.device.base(of: item.id)
-            if state.openCount[item.id] != nil { state.unlinkedHere.insert(item.id) }
-            // The bytes of a closed file that nothing queued still needs go with the name: on
-            // a full cache disk, `rm` must give the space back at once.
-            let freed = state.content[item.id] != nil && isReclaimable(item.id, state)
+            let lastName = state.view.linkCount(of: item.id) <= 1
+            if lastName, state.openCount[item.id] != nil { state.unlinkedHere.insert(item.id) }
+            // The bytes of a closed file that nothing queued still needs go with its last
+            // name: on a full cache disk, `rm` must give the space back at once.
+            let freed = lastName && state.content[item.id] != nil && isReclaimable(item.id, state)
             if freed {
                 state.content[item.id] = nil
                 state.changedSinceClean[item.id] = nil
             }
-            enqueue([(.delete(.init(id: item.id, base: 0)), base)], &state, content: freed ? [item.id] : [])
+            enqueue([(.delete(.init(id: child.id, base: 0)), base)], &state, content: freed ? [item.id] : [])
             return freed ? item.id : nil
         }
         if let freed { files.removeContent(freed) }
@@ -149,8 +164,10 @@ extension Replica {
             }
             var ops: [(ItemOperation, BaseVersion?)] = []
             let replaced = state.view.child(named: newName, in: newParent)
+            let replacedItem = replaced.flatMap(state.view.resolved)
             if let existing = replaced {
-                if existing.id == item.id { return }
+                // Two names of one item: POSIX says rename does nothing.
+                if existing.id == item.id || replacedItem?.id == state.view.resolved(item)?.id { return }
                 if noReplace { throw .exists }
                 switch (item.kind == .folder, existing.kind == .folder) {
                 case (true, false): throw .notAFolder
@@ -160,11 +177,14 @@ extension Replica {
                 }
                 // As an unlink: an open file is replaced as the version that was opened (a
                 // newer one that arrived since is kept), and its handles' writes are dropped.
-                ops.append((.delete(.init(id: existing.id, base: 0)), state.openedBase[existing.id] ?? state.device.base(of: existing.id)))
+                let content = replacedItem?.id ?? existing.id
+                ops.append((.delete(.init(id: existing.id, base: 0)), state.openedBase[content] ?? state.device.base(of: content)))
             }
             ops.append((.move(.init(id: item.id, base: 0, parent: newParent, name: newName)), state.device.base(of: item.id)))
             enqueue(ops, &state)
-            if let replaced, state.openCount[replaced.id] != nil { state.unlinkedHere.insert(replaced.id) }
+            if let replacedItem, !state.view.isLive(replacedItem.id), state.openCount[replacedItem.id] != nil {
+                state.unlinkedHere.insert(replacedItem.id)
+            }
         }
     }
 
@@ -264,12 +284,17 @@ extension Replica {
 
     /// `owner`: the creating process's user and group; in a setgid folder, the group is the
     /// folder's, and a new folder is setgid too (as on Linux).
+    /// A hard link (`linkedItem`) answers with its item's attributes.
     private func create(
         _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, target: String?, owner: Owner,
-        device: UInt64? = nil
+        device: UInt64? = nil, linkedItem: ItemID? = nil
     ) throws(ReplicaError) -> ItemAttributes {
         if let problem = ItemName.problem(with: name) { throw .invalidName(problem) }
         return try state.withLock { state throws(ReplicaError) in
+            if let linkedItem {
+                guard let item = state.liveItem(linkedItem) else { throw .notFound }
+                guard item.kind.isLinkable else { throw .notPermitted("a folder cannot have another name") }
+            }
             guard let folder = state.view.liveItem(parent) else { throw .notFound }
             guard folder.kind == .folder else { throw .notAFolder }
             guard state.view.child(named: name, in: parent) == nil else { throw .exists }
@@ -282,14 +307,14 @@ extension Replica {
             }
             let op = ItemOperation.create(.init(
                 id: id, parent: parent, name: name, kind: kind, mode: mode, mtime: Timestamp.now(),
-                target: target, owner: owner == .root ? nil : owner, device: device))
+                target: target, owner: owner == .root ? nil : owner, device: device, linkedItem: linkedItem))
             if kind == .file {
                 // Dirty from the start: a new file is opened for writing, and its first write
                 // then costs no transaction.
                 state.content[id] = ContentRecord.empty.with(dirty: true)
             }
             enqueue([(op, nil)], &state, content: kind == .file ? [id] : [])
-            return attributes(state.liveItem(id)!, &state)
+            return attributes(state.liveItem(linkedItem ?? id)!, &state)
         }
     }
 
@@ -319,7 +344,9 @@ extension Replica {
             size: item.kind == .symlink ? UInt64(item.target?.utf8.count ?? 0) : item.size,
             // Folders report 1 link, "not counted", as btrfs does: 2 would tell fts-based
             // walkers (Foundation, find without -noleaf) that a folder has no subfolders.
-            mtime: item.mtime, ctime: item.ctime ?? item.mtime, atime: item.atime ?? item.mtime, linkCount: 1,
+            // Anything else counts its names (0 once unlinked while open).
+            mtime: item.mtime, ctime: item.ctime ?? item.mtime, atime: item.atime ?? item.mtime,
+            linkCount: item.kind == .folder ? 1 : UInt32(state.view.linkCount(of: item.id)),
             target: item.target, owner: item.ownerOrRoot, device: item.device ?? 0)
     }
 }

@@ -92,7 +92,10 @@ extension Replica {
         var stack = [folder.id]
         while let next = stack.popLast() {
             for child in state.view.childIDs(of: next) {
-                guard let item = state.liveItem(child) else { continue }
+                // A hard link counts as its item (once per name, as `du -l` would).
+                guard let named = state.view.item(child).flatMap(state.view.resolved),
+                    let item = state.liveItem(named.id)
+                else { continue }
                 tally.conflicts = tally.conflicts || state.view.hasUnresolvedConflicts(item.id)
                 if item.kind == .folder { stack.append(item.id) }
                 tally.add(fileState(item, state, pending), size: item.kind == .folder ? 0 : item.size)

@@ -177,6 +177,9 @@ package final class StateDatabase: Sendable {
                 try db.execute(sql: "ALTER TABLE item ADD COLUMN \(column) INTEGER")
             }
         }
+        migrator.registerMigration("v6 hard links") { db in
+            try db.execute(sql: "ALTER TABLE item ADD COLUMN linked_item TEXT")  // NULL: not a link
+        }
         return migrator
     }
 
@@ -238,8 +241,8 @@ package final class StateDatabase: Sendable {
             sql: """
                 INSERT OR REPLACE INTO item (id, parent, name, kind, mode, mtime_s, mtime_ns, size,
                 chunks, target, xattrs, version, content_version, deleted, conflict_of, content_pending,
-                content_from, uid, gid, device, ctime_s, ctime_ns, atime_s, atime_ns)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                content_from, uid, gid, device, ctime_s, ctime_ns, atime_s, atime_ns, linked_item)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         for id in ids {
             guard let item = tree.item(id) else { continue }
@@ -253,7 +256,7 @@ package final class StateDatabase: Sendable {
                 item.owner.map { Int64($0.uid) }, item.owner.map { Int64($0.gid) },
                 item.device.map { Int64(bitPattern: $0) },
                 item.ctime?.seconds, item.ctime.map { Int64($0.nanoseconds) },
-                item.atime?.seconds, item.atime.map { Int64($0.nanoseconds) },
+                item.atime?.seconds, item.atime.map { Int64($0.nanoseconds) }, item.linkedItem?.rawValue,
             ])
         }
         try setMeta("head", String(tree.head), db)
@@ -273,7 +276,8 @@ package final class StateDatabase: Sendable {
             contentFrom: (row["content_from"] as String?).map(ItemID.init), isContentPending: row["content_pending"],
             owner: (row["uid"] as Int64?).map { Owner(uid: UInt32($0), gid: UInt32(row["gid"] as Int64? ?? 0)) },
             device: (row["device"] as Int64?).map { UInt64(bitPattern: $0) },
-            ctime: time(row, "ctime"), atime: time(row, "atime"))
+            ctime: time(row, "ctime"), atime: time(row, "atime"),
+            linkedItem: (row["linked_item"] as String?).map(ItemID.init))
     }
 
     /// A time stored in the columns NAME_s and NAME_ns, if any.

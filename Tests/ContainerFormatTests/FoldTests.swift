@@ -42,6 +42,11 @@ func folder(_ id: String, _ name: String, in parent: ItemID = .root) -> ItemOper
     .create(.init(id: ItemID(id), parent: parent, name: name, kind: .folder, mode: 0o755, mtime: Timestamp(seconds: 1)))
 }
 
+func link(_ id: String, _ name: String, to item: String, in parent: ItemID = .root) -> ItemOperation {
+    .create(.init(id: ItemID(id), parent: parent, name: name, kind: .hardLink, mode: 0, mtime: Timestamp(seconds: 1_700_000_100),
+                  linkedItem: ItemID(item)))
+}
+
 func edit(_ id: String, base: UInt64, _ text: String) -> ItemOperation {
     .update(.init(id: ItemID(id), base: base, content: content(text)))
 }
@@ -84,7 +89,7 @@ struct FoldTests {
         // Commits carry owners in JSON; a commit without (format 1) decodes with none.
         created.id = ItemID("g")
         let commit = Commit(commitID: "c", device: "a", deviceID: "a", time: .zero, ops: [.create(created)])
-        #expect(commit.format == 2)
+        #expect(commit.format == Commit.formatVersion)
         let decoded = try FormatCoding.decode(Commit.self, from: FormatCoding.encode(commit))
         #expect(decoded.ops == commit.ops)
         let old = #"{"commit":"c","device":"a","deviceID":"a","format":1,"ops":[{"op":"create","id":"h","parent":"root","name":"h","kind":"file","mode":420,"mtime":{"s":0,"ns":0},"content":{"size":0,"chunks":[]},"xattrs":{}}],"time":{"s":0,"ns":0}}"#
@@ -186,6 +191,63 @@ struct FoldTests {
         journal.commit("c", [folder("4", ".config"), folder("5", ".config")])
         #expect(journal.names() == [".config", ".config 2", "photo 2.jpg", "photo 3.jpg", "photo.jpg"])
         #expect(journal.tree.child(named: "photo.jpg", in: .root)?.id == ItemID("1"))
+    }
+
+    @Test("hard links: more names of one item, which lives while any name is left; each name made or removed moves its ctime")
+    func hardLinks() throws {
+        var journal = Journal()
+        journal.commit("a", [folder("d", "d"), file("f", "a.txt", "v1")])
+        journal.commit("a", at: 1_700_000_100, [link("l1", "b.txt", to: "f"), link("l2", "c.txt", to: "f", in: ItemID("d"))])
+        #expect(journal.names() == ["a.txt", "b.txt", "d"])
+        #expect(journal.tree.linkCount(of: ItemID("f")) == 3)
+        #expect(journal.tree.item(ItemID("f"))?.ctime == Timestamp(seconds: 1_700_000_100))
+        let second = try #require(journal.tree.child(named: "c.txt", in: ItemID("d")))
+        #expect(journal.tree.resolved(second)?.id == ItemID("f"))
+
+        // The item's own name goes; the item and its content stay under the others.
+        var remove = ItemOperation.Delete(id: ItemID("f"), base: 1)
+        remove.ctime = Timestamp(seconds: 50)
+        journal.commit("a", [.delete(remove)])
+        #expect(journal.names() == ["b.txt", "d"])
+        #expect(journal.tree.linkCount(of: ItemID("f")) == 2)
+        #expect(journal.tree.liveItem(ItemID("f"))?.chunks == content("v1").chunks)
+        #expect(journal.tree.item(ItemID("f"))?.ctime == Timestamp(seconds: 50))
+
+        // An edit through a link changes the item, without bringing back its own name.
+        journal.commit("b", [edit("f", base: 1, "v2")])
+        #expect(journal.names() == ["b.txt", "d"])
+        #expect(journal.tree.liveItem(ItemID("f"))?.chunks == content("v2").chunks)
+
+        // Removing the last name of content changed since it was seen is declined.
+        journal.commit("a", [.delete(.init(id: ItemID("l1"), base: 4))])
+        #expect(journal.tree.linkCount(of: ItemID("f")) == 1)
+        journal.commit("a", [.delete(.init(id: ItemID("l2"), base: 2))])
+        #expect(journal.names(in: "d") == ["c.txt"])
+        journal.commit("a", [.delete(.init(id: ItemID("l2"), base: 4))])
+        #expect(journal.names(in: "d") == [])
+        #expect(!journal.tree.isLive(ItemID("f")))
+
+        // A link made by a device that had not seen the last name go brings the item back.
+        journal.commit("b", [link("l3", "kept.txt", to: "f")])
+        #expect(journal.tree.liveItem(ItemID("f"))?.chunks == content("v2").chunks)
+        #expect(journal.names() == ["d", "kept.txt"])
+    }
+
+    @Test("hard links to folders, to links, to nothing, and links with content or attributes are rejected")
+    func hostileLinks() {
+        var journal = Journal()
+        journal.commit("a", [folder("d", "d"), file("f", "a.txt", "v1"), link("l", "b.txt", to: "f")])
+        var withContent = ItemOperation.Create(
+            id: ItemID("x3"), parent: .root, name: "x3", kind: .hardLink, mode: 0, mtime: .zero, content: content("x"),
+            linkedItem: ItemID("f"))
+        withContent.mode = 0
+        let outcome = journal.commit("b", [
+            link("x1", "x1", to: "d"), link("x2", "x2", to: "l"), .create(withContent), link("x4", "x4", to: "none"),
+            .create(.init(id: ItemID("x5"), parent: .root, name: "x5", kind: .file, mode: 0, mtime: .zero, linkedItem: ItemID("f"))),
+            .update(.init(id: ItemID("l"), base: 0, mode: 0o777)),
+        ])
+        #expect(outcome.rejected.count == 6)
+        #expect(journal.names() == ["a.txt", "b.txt", "d"])
     }
 
     @Test("an edit beats a concurrent delete, in either order")

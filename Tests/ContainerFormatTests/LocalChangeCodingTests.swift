@@ -30,6 +30,7 @@ struct LocalChangeCodingTests {
                     .create(.init(id: ItemID("d"), parent: .root, name: "dir", kind: .folder, mode: 0o755, mtime: .zero)),
                     .create(.init(id: ItemID("p"), parent: .root, name: "pipe", kind: .fifo, mode: 0o600, mtime: .zero)),
                     .create(.init(id: ItemID("c"), parent: .root, name: "null", kind: .characterDevice, mode: 0o666, mtime: .zero, device: 259)),
+                    .create(.init(id: ItemID("h"), parent: ItemID("d"), name: "again", kind: .hardLink, mode: 0, mtime: .zero, linkedItem: ItemID("p"))),
                     .update(pendingUpdate),
                     .update(.init(id: ItemID("a"), base: 0, mtime: Timestamp(seconds: 3))),
                     .update(.init(id: ItemID("a"), base: 4, content: .empty)),

@@ -3,7 +3,7 @@ import Testing
 
 @testable import ContainerFormat
 
-/// Snapshots are written in the protobuf form (format 3, with owners); format 1 (JSON) is
+/// Snapshots are written in the protobuf form (format 4, with owners and hard links); format 1 (JSON) is
 /// still read.
 struct SnapshotCodingTests {
     /// Items with every field set, and names and attributes with characters that need care.
@@ -19,6 +19,8 @@ struct SnapshotCodingTests {
             Item(id: ItemID("tty"), parent: folder, name: "c", kind: .characterDevice, mode: 0o620, mtime: .zero,
                  owner: Owner(uid: 0, gid: 5), device: 0x8801),
             Item(id: ItemID("disk"), parent: folder, name: "b", kind: .blockDevice, mode: 0o660, mtime: .zero, device: 0),
+            Item(id: ItemID("hard"), parent: .root, name: "second name", kind: .hardLink, mode: 0, mtime: .zero,
+                 ctime: Timestamp(seconds: 9), linkedItem: ItemID("fifo")),
         ]
         for index in 0..<count {
             let chunks = (0..<index % 4).map { n in
@@ -43,7 +45,7 @@ struct SnapshotCodingTests {
         let data = SnapshotCoding.encode(original)
         #expect(data.first != UInt8(ascii: "{"))
         let decoded = try SnapshotCoding.decode(data)
-        #expect(decoded.format == 3 && decoded.seq == 77)
+        #expect(decoded.format == 4 && decoded.seq == 77)
         #expect(decoded.items == original.items)
         #expect(SnapshotCoding.encode(Snapshot(of: decoded.tree)) == data)
     }
