@@ -169,8 +169,9 @@ public struct DeviceView: Sendable {
         // Locally the device's own change wins: it is shown as made, whatever arrived since.
         // Only the journal decides conflicts, so the view never holds a conflict copy with an
         // id the journal will not have.
+        // (A hard link's delete is based on its item's content.)
         let ops = change.ops.map { op in
-            op.base == nil ? op : op.withBase(view.item(op.itemID)?.contentVersion ?? 0)
+            op.base == nil ? op : op.withBase(view.item(op.itemID).flatMap(view.resolved)?.contentVersion ?? 0)
         }
         let commit = Commit(
             commitID: "local-\(change.localID)", device: device, deviceID: "", time: change.time, ops: ops)

@@ -13,6 +13,8 @@ public struct Tree: Sendable {
     var copies: [ItemID: Set<ItemID>]
     /// Live hard links (items of kind `hardLink`) to each item.
     var links: [ItemID: Set<ItemID>]
+    /// How many live folders each folder holds (its link count is 2 more).
+    var subfolders: [ItemID: Int]
     /// Items (tombstones too) still waiting for their content's chunks, by the journal entry
     /// that announced that content: the later "uploaded" entry finds them here, not by a
     /// scan of every item.
@@ -26,6 +28,7 @@ public struct Tree: Sendable {
         childIndex = [:]
         copies = [:]
         links = [:]
+        subfolders = [:]
         pendingContent = [:]
     }
 
@@ -56,9 +59,11 @@ public struct Tree: Sendable {
     /// whose own name was removed lives on, content and all, while another name is left.
     public func isLive(_ id: ItemID) -> Bool { liveItem(id) != nil }
 
-    /// How many names the item has: its own, unless deleted, and its live hard links.
+    /// How many names the item has: its own, unless deleted, and its live hard links; for
+    /// a folder, as on ext4, 2 (its name and its `.`) and one per subfolder (their `..`).
     public func linkCount(of id: ItemID) -> Int {
         guard let item = items[id] else { return 0 }
+        if item.kind == .folder { return item.deleted ? 0 : 2 + (subfolders[id] ?? 0) }
         return (item.deleted ? 0 : 1) + (links[id]?.count ?? 0)
     }
 
@@ -175,6 +180,7 @@ public struct Tree: Sendable {
         if let linked = item.linkedItem {
             links[linked, default: []].insert(item.id)
         }
+        if item.kind == .folder { subfolders[item.parent, default: 0] += 1 }
     }
 
     private mutating func removeFromIndexes(_ item: Item) {
@@ -194,6 +200,10 @@ public struct Tree: Sendable {
         if let linked = item.linkedItem {
             links[linked]?.remove(item.id)
             if links[linked]?.isEmpty == true { links[linked] = nil }
+        }
+        if item.kind == .folder {
+            subfolders[item.parent, default: 1] -= 1
+            if subfolders[item.parent] == 0 { subfolders[item.parent] = nil }
         }
     }
 }

@@ -60,11 +60,13 @@ extension FuseFileSystem {
     func listxattr(_ request: Request, _ inode: fuse_ino_t, _ size: Int) {
         answer(request) {
             let item = try id(inode)
-            // Linux keeps user.* attributes off symlinks (the kernel answers their getxattr
-            // with ENODATA itself): listing ours there would make `rsync -X` fail on them.
+            // Linux keeps user.* attributes to files and folders (the kernel answers their
+            // getxattr on symlinks and special files with ENODATA itself): listing ours there
+            // would make `rsync -X` fail on them.
+            let kind = try replica.attributes(of: item).kind
             let names =
-                try replica.attributes(of: item).kind == .symlink
-                ? [] : replica.syncState(of: item).attributes.map(\.name) + replica.userAttributeNames(of: item)
+                kind == .file || kind == .folder
+                ? try replica.syncState(of: item).attributes.map(\.name) + replica.userAttributeNames(of: item) : []
             var list = Data()
             for name in names {
                 list.append(contentsOf: name.utf8)

@@ -342,11 +342,10 @@ extension Replica {
         ItemAttributes(
             id: item.id, inode: inode(of: item.id, &state), kind: item.kind, mode: item.mode,
             size: item.kind == .symlink ? UInt64(item.target?.utf8.count ?? 0) : item.size,
-            // Folders report 1 link, "not counted", as btrfs does: 2 would tell fts-based
-            // walkers (Foundation, find without -noleaf) that a folder has no subfolders.
-            // Anything else counts its names (0 once unlinked while open).
+            // Names (0 once unlinked while open); a folder's 2 + subfolders, which walkers
+            // (find, fts) use to stop looking for subfolders: kept exact.
             mtime: item.mtime, ctime: item.ctime ?? item.mtime, atime: item.atime ?? item.mtime,
-            linkCount: item.kind == .folder ? 1 : UInt32(state.view.linkCount(of: item.id)),
+            linkCount: UInt32(state.view.linkCount(of: item.id)),
             target: item.target, owner: item.ownerOrRoot, device: item.device ?? 0)
     }
 }

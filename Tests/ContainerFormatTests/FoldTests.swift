@@ -233,6 +233,19 @@ struct FoldTests {
         #expect(journal.names() == ["d", "kept.txt"])
     }
 
+    @Test("a folder's link count is 2 and one per live subfolder (their '..'), as on ext4")
+    func folderLinkCounts() {
+        var journal = Journal()
+        journal.commit("a", [folder("d", "d"), folder("e", "e", in: ItemID("d")), folder("g", "g", in: ItemID("d")), file("f", "f", in: ItemID("d"))])
+        #expect(journal.tree.linkCount(of: .root) == 3)
+        #expect(journal.tree.linkCount(of: ItemID("d")) == 4)
+        journal.commit("a", [.move(.init(id: ItemID("g"), base: 1, parent: .root, name: "g")), .delete(.init(id: ItemID("e"), base: 1))])
+        #expect(journal.tree.linkCount(of: ItemID("d")) == 2)
+        #expect(journal.tree.linkCount(of: .root) == 4)
+        let restored = Tree(items: journal.tree.allItems, head: journal.tree.head)
+        #expect(restored.linkCount(of: .root) == 4 && restored.linkCount(of: ItemID("d")) == 2)
+    }
+
     @Test("hard links to folders, to links, to nothing, and links with content or attributes are rejected")
     func hostileLinks() {
         var journal = Journal()

@@ -312,3 +312,56 @@ test_times_arrive_on_another_device() {
     assert_eq "$(stat -c '%x|%y|%z' "$T/b/d/f")" "$(stat -c '%x|%y|%z' "$T/a/d/f")"
 }
 
+
+test_hard_links_arrive_on_another_device() {
+    mount_device a
+    mount_device b
+    mkdir "$T/a/d"
+    echo one > "$T/a/f"
+    ln "$T/a/f" "$T/a/d/g"
+    ln "$T/a/f" "$T/a/h"
+    sync_wait a
+    eventually 'test -e "$T/b/h"'
+    # One file under three names on b too: one inode, three links, one content.
+    assert_eq "$(stat -c '%h' "$T/b/f" "$T/b/d/g" "$T/b/h" | tr '\n' ' ')" "3 3 3 "
+    assert_eq "$(stat -c '%i' "$T/b/f" "$T/b/d/g" "$T/b/h" | sort -u | wc -l)" "1"
+    # An edit through one name on b shows under every name on a.
+    echo two >> "$T/b/d/g"
+    sync_wait b
+    eventually 'test "$(cat "$T/a/h")" = "$(printf "one\ntwo")"'
+    assert_eq "$(cat "$T/a/f")" "$(printf 'one\ntwo')"
+    # Removing the first name on a keeps the file under the others on b.
+    rm "$T/a/f"
+    sync_wait a
+    eventually '! test -e "$T/b/f"'
+    assert_eq "$(stat -c '%h' "$T/b/d/g" "$T/b/h" | tr '\n' ' ')" "2 2 "
+    assert_eq "$(cat "$T/b/h")" "$(printf 'one\ntwo')"
+    # Kept across a restart, and removing the last names removes the file.
+    fusermount3 -u "$T/b"
+    mount_device b
+    assert_eq "$(stat -c '%h' "$T/b/h")" "2"
+    rm "$T/b/h" "$T/b/d/g"
+    sync_wait b
+    eventually '! test -e "$T/a/h"'
+    assert_eq "$(ls -A "$T/a/d")" ""
+}
+
+test_concurrent_unlink_and_link_keep_the_file() {
+    mount_device a
+    mount_device b
+    echo keep > "$T/a/f"
+    sync_wait a
+    eventually 'test -e "$T/b/f"'
+    # Offline from each other: a removes the only name while b gives the file a second one.
+    fusermount3 -u "$T/a"
+    ln "$T/b/f" "$T/b/second"
+    sync_wait b
+    mount_device a
+    rm "$T/a/f"
+    sync_wait a
+    # Both devices end with the file under the name b made (the link keeps it).
+    eventually 'test "$(ls "$T/a")" = second'
+    eventually 'test "$(ls "$T/b")" = second'
+    assert_eq "$(cat "$T/a/second")" "keep"
+    assert_eq "$(stat -c '%h' "$T/b/second")" "1"
+}

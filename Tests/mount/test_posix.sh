@@ -139,12 +139,16 @@ test_fallocate_behaves_as_on_a_local_disk() {
     cmp "$T/b/f" "$T/f"
 }
 
-test_rsync_and_cp_a_round_trip_owners_modes_times_xattrs() {
+test_rsync_and_cp_a_round_trip_links_fifos_owners_modes_times_xattrs() {
     mount_device a
     mkdir -p "$T/src/sub"
     echo one > "$T/src/f1"
     echo two > "$T/src/sub/f2"
     ln -s f1 "$T/src/link"
+    ln "$T/src/f1" "$T/src/sub/hard1"
+    ln "$T/src/f1" "$T/src/hard2"
+    mkfifo -m 600 "$T/src/pipe"
+    ln "$T/src/pipe" "$T/src/sub/pipe2"
     chown 1234:5678 "$T/src/f1"
     chown -h 42:43 "$T/src/link"
     chown 7:8 "$T/src/sub"
@@ -155,12 +159,16 @@ test_rsync_and_cp_a_round_trip_owners_modes_times_xattrs() {
     # source was made would keep the copy's own time (on any filesystem).
     find "$T/src" -depth -exec touch -h -d '2020-05-06 07:08:09.987654321' {} +
     touch -d '2001-02-03 04:05:06.123456789' "$T/src/sub/f2"
-    # Owners, modes with set-id bits, nanosecond times, symlinks and user xattrs, as stat
-    # shows them (sizes aside: a folder's is 0 here).
-    listing() { (cd "$1" && find . -mindepth 1 -printf '%p %M %U %G %T@ %l\n' | sort; getfattr -n user.tag sub/f2); }
+    # Owners, modes with set-id bits, nanosecond times, symlinks, FIFOs, user xattrs and
+    # link counts, as stat shows them (sizes aside: a folder's is 0 here), and which names
+    # are one file (grouped by inode).
+    listing() {
+        (cd "$1" && find . -mindepth 1 -printf '%p %M %U %G %T@ %n %l\n' | sort; getfattr -n user.tag sub/f2
+         find . -links +1 ! -type d -printf '%i %p\n' | sort | awk '{ names[$1] = names[$1] " " $2 } END { for (i in names) print names[i] }' | sort)
+    }
     cp -a "$T/src" "$T/a/cp"
-    rsync -aX "$T/src/" "$T/a/rsync/"
-    rsync -aX "$T/src/" "$T/a/rsync/"  # again: nothing to do, no error (the sync-state attributes)
+    rsync -aHX "$T/src/" "$T/a/rsync/"
+    rsync -aHX "$T/src/" "$T/a/rsync/"  # again: nothing to do, no error (the sync-state attributes)
     listing "$T/src" > "$T/src.list"
     listing "$T/a/cp" > "$T/cp.list"
     listing "$T/a/rsync" > "$T/rsync.list"
