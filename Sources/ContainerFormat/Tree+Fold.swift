@@ -183,9 +183,12 @@ extension Tree {
         of item: Item, with op: ItemOperation.Update, content: Content, _ fold: inout Fold
     ) {
         let copyName = ItemName.conflictCopy(of: item.name, device: fold.commit.device, time: fold.commit.time)
+        // Beside the item's own name, or where it was (its folder is revived if need be: an
+        // item live through hard links may have lost its own name and folder).
+        let parent = livingFolder(item.parent, &fold)
         let copy = Item(
-            id: ItemID("\(item.id.rawValue)@\(fold.seq).\(fold.index)"), parent: item.parent,
-            name: freeName(copyName, in: item.parent, for: nil), kind: .file,
+            id: ItemID("\(item.id.rawValue)@\(fold.seq).\(fold.index)"), parent: parent,
+            name: freeName(copyName, in: parent, for: nil), kind: .file,
             mode: op.mode.map { $0 & 0o7777 } ?? item.mode, mtime: op.mtime ?? item.mtime,
             size: content.size, chunks: content.chunks,
             xattrs: op.xattrs.map(Tree.userAttributes) ?? item.xattrs,
