@@ -3,7 +3,7 @@ import Foundation
 /// One journal entry: a batch of operations by one device, applied in order.
 public struct Commit: Hashable, Codable, Sendable {
     /// 2: operations may carry owners (`Owner`); format 1 entries are read as owned by 0.
-    /// 3: hard links (items of kind `link`).
+    /// 3: hard links (items of kind `link`), and names as bytes (`NameBytes`).
     public static let formatVersion = 3
 
     public var format: Int
@@ -47,6 +47,7 @@ public struct Commit: Hashable, Codable, Sendable {
         // One bad operation must not hide the others: keep those that decode.
         let decoded = try container.decode([LossyOperation].self, forKey: .ops)
         ops = decoded.compactMap(\.operation)
+        if format < 3 { ops = ops.map { $0.withLiteralNames() } }
         droppedOperations = decoded.count - ops.count
         uploaded = try container.decodeIfPresent([UInt64].self, forKey: .uploaded) ?? []
     }

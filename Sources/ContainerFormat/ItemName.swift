@@ -6,7 +6,7 @@ public enum ItemName {
     public static func problem(with name: String) -> String? {
         if name.isEmpty { return "empty name" }
         if name == "." || name == ".." { return "name \(name) is reserved" }
-        if name.utf8.count > maximumBytes { return "name longer than \(maximumBytes) bytes" }
+        if NameBytes.count(name) > maximumBytes { return "name longer than \(maximumBytes) bytes" }
         if name.utf8.contains(UInt8(ascii: "/")) { return "name contains '/'" }
         if name.utf8.contains(0) { return "name contains NUL" }
         return nil
@@ -45,11 +45,11 @@ public enum ItemName {
     /// is a valid name (tests check this for hostile device names).
     private static func fitted(stem: Substring, suffix: String) -> String {
         var stem = stem
-        while stem.utf8.count + suffix.utf8.count > maximumBytes, !stem.isEmpty {
+        while NameBytes.count(String(stem)) + suffix.utf8.count > maximumBytes, !stem.isEmpty {
             stem = stem.dropLast()
         }
         var result = String(stem) + suffix
-        while result.utf8.count > maximumBytes { result.removeLast() }
+        while NameBytes.count(result) > maximumBytes { result.removeLast() }
         return result
     }
 }

@@ -140,6 +140,22 @@ public enum ItemOperation: Hashable, Sendable {
         }
     }
 
+    /// The operation of an entry written before names were bytes (format 3), its names and
+    /// target read as `NameBytes.literal`.
+    func withLiteralNames() -> ItemOperation {
+        switch self {
+        case .create(var op):
+            op.name = NameBytes.literal(op.name)
+            op.target = op.target.map(NameBytes.literal)
+            return .create(op)
+        case .move(var op):
+            op.name = NameBytes.literal(op.name)
+            return .move(op)
+        case .update, .delete:
+            return self
+        }
+    }
+
     /// The same operation announcing content whose chunks are uploaded after the commit.
     public func markingContentPending() -> ItemOperation {
         switch self {

@@ -49,6 +49,13 @@ public enum NameBytes {
         return bytes
     }
 
+    /// A name as formats before byte names wrote it (journal entries before 3, snapshots
+    /// before 4): its characters as they are, even the private-use ones that now stand for
+    /// bytes (those become their own UTF-8 bytes; every other name is unchanged).
+    public static func literal(_ name: String) -> String {
+        name.utf8.contains(0xEF) ? string(Array(name.utf8)) : name
+    }
+
     /// How many bytes `name` stands for (what the 255-byte limit counts).
     public static func count(_ name: String) -> Int {
         name.utf8.contains(0xEF) ? bytes(name).count : name.utf8.count

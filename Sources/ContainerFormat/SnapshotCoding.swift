@@ -15,13 +15,22 @@ public enum SnapshotCoding {
     }
 
     public static func decode(_ data: Data) throws -> Snapshot {
+        var snapshot: Snapshot
         if data.first == UInt8(ascii: "{") {
-            return try FormatCoding.decode(Snapshot.self, from: data)  // format 1: JSON
+            snapshot = try FormatCoding.decode(Snapshot.self, from: data)  // format 1: JSON
+        } else {
+            let message = try SnapshotMessage(serializedBytes: data)
+            var parents: [String: ItemID] = [:]
+            let items = try message.items.map { try Item($0, parents: &parents) }
+            snapshot = Snapshot(format: Int(message.format), seq: message.seq, items: items)
         }
-        let message = try SnapshotMessage(serializedBytes: data)
-        var parents: [String: ItemID] = [:]
-        let items = try message.items.map { try Item($0, parents: &parents) }
-        return Snapshot(format: Int(message.format), seq: message.seq, items: items)
+        if snapshot.format < 4 {  // written before names were bytes
+            for index in snapshot.items.indices {
+                snapshot.items[index].name = NameBytes.literal(snapshot.items[index].name)
+                snapshot.items[index].target = snapshot.items[index].target.map(NameBytes.literal)
+            }
+        }
+        return snapshot
     }
 
     /// A copy of `string` in a new allocation. The items outlive the decoded messages; strings

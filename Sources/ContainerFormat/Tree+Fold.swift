@@ -333,7 +333,7 @@ extension Tree {
         case .folder:
             return content.size == 0 && target == nil ? nil : "a folder has no content"
         case .symlink:
-            guard let target, !target.isEmpty, target.utf8.count < 4096, !target.utf8.contains(0) else {
+            guard let target, !target.isEmpty, NameBytes.count(target) < 4096, !target.utf8.contains(0) else {
                 return "a symlink needs a target of 1 to 4095 bytes without NUL"
             }
             return content.size == 0 ? nil : "a symlink has no content"

@@ -7,7 +7,7 @@ import Replica
 extension FuseFileSystem {
     func lookup(_ request: Request, _ parent: fuse_ino_t, _ name: String) {
         answer(request) {
-            guard name.utf8.count <= 255 else { return request.error(ENAMETOOLONG) }
+            guard NameBytes.count(name) <= ItemName.maximumBytes else { return request.error(ENAMETOOLONG) }
             let attributes = try replica.lookup(name, in: try id(parent))
             request.entry(entry(attributes, parent: parent, name: name))
         }

@@ -1,4 +1,5 @@
 import CFuse3
+import ContainerFormat
 import Foundation
 
 /// The libfuse callback table. Each callback copies its C arguments into Swift values and
@@ -34,7 +35,7 @@ enum FuseOperations {
             connection.pointee.want &= ~UInt32(FUSE_CAP_AUTO_INVAL_DATA)
         }
         ops.lookup = { req, parent, name in
-            guard let name = utf8(name, req, orAnswer: ENOENT) else { return }
+            let name = itemName(name)
             fileSystem(req).lookup(Request(req!, "lookup"), parent, name)
         }
         ops.forget = { req, inode, count in
@@ -58,42 +59,38 @@ enum FuseOperations {
             fileSystem(req).readlink(Request(req!, "readlink"), inode)
         }
         ops.mknod = { req, parent, name, mode, device in
-            guard let name = utf8(name, req, orAnswer: EILSEQ) else { return }
+            let name = itemName(name)
             fileSystem(req).mknod(Request(req!, "mknod"), parent, name, mode, UInt64(device))
         }
         ops.mkdir = { req, parent, name, mode in
-            guard let name = utf8(name, req, orAnswer: EILSEQ) else { return }
+            let name = itemName(name)
             fileSystem(req).mkdir(Request(req!, "mkdir"), parent, name, mode)
         }
         ops.unlink = { req, parent, name in
-            guard let name = utf8(name, req, orAnswer: ENOENT) else { return }
+            let name = itemName(name)
             fileSystem(req).unlink(Request(req!, "unlink"), parent, name)
         }
         ops.rmdir = { req, parent, name in
-            guard let name = utf8(name, req, orAnswer: ENOENT) else { return }
+            let name = itemName(name)
             fileSystem(req).rmdir(Request(req!, "rmdir"), parent, name)
         }
         ops.symlink = { req, target, parent, name in
-            guard let target = utf8(target, req, orAnswer: EILSEQ), let name = utf8(name, req, orAnswer: EILSEQ) else {
-                return
-            }
+            let (target, name) = (itemName(target), itemName(name))
             fileSystem(req).symlink(Request(req!, "symlink"), target, parent, name)
         }
         ops.rename = { req, parent, name, newParent, newName, flags in
-            guard let name = utf8(name, req, orAnswer: ENOENT), let newName = utf8(newName, req, orAnswer: EILSEQ) else {
-                return
-            }
+            let (name, newName) = (itemName(name), itemName(newName))
             fileSystem(req).rename(Request(req!, "rename"), parent, name, newParent, newName, flags)
         }
         ops.link = { req, inode, newParent, newName in
-            guard let newName = utf8(newName, req, orAnswer: EILSEQ) else { return }
+            let newName = itemName(newName)
             fileSystem(req).link(Request(req!, "link"), inode, newParent, newName)
         }
         ops.open = { req, inode, info in
             fileSystem(req).open(Request(req!, "open"), inode, info!.pointee)
         }
         ops.create = { req, parent, name, mode, info in
-            guard let name = utf8(name, req, orAnswer: EILSEQ) else { return }
+            let name = itemName(name)
             fileSystem(req).create(Request(req!, "create"), parent, name, mode, info!.pointee)
         }
         ops.read = { req, _, size, offset, info in
@@ -160,10 +157,16 @@ enum FuseOperations {
     }
 }
 
-/// A name (or link target) from the kernel as a `String`, or nil after answering `errno`.
-/// Names are UTF-8 and kept byte for byte: decoding other bytes would replace them with
-/// U+FFFD, and two different names would become one. A name that cannot exist answers
-/// ENOENT (lookup, unlink) or ENODATA (xattrs); one that would be made answers EILSEQ.
+/// A name (or symlink target) from the kernel: its bytes, whatever they are, as the string
+/// that stands for them (`NameBytes`; decoding them as UTF-8 would replace bytes that are not
+/// with U+FFFD, and two different names would become one).
+private func itemName(_ raw: UnsafePointer<CChar>?) -> String {
+    guard let raw else { return "" }
+    return NameBytes.string(UnsafeRawBufferPointer(start: raw, count: strlen(raw)))
+}
+
+/// An extended attribute's name as a `String`, or nil after answering `errno` (ENODATA for
+/// one that cannot exist, EILSEQ for one that would be made): attribute names are UTF-8.
 private func utf8(_ raw: UnsafePointer<CChar>?, _ request: fuse_req_t?, orAnswer errno: Int32) -> String? {
     if let raw, let string = String(validatingCString: raw) { return string }
     fuse_reply_err(request, errno)

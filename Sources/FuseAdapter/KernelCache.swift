@@ -57,7 +57,7 @@ final class KernelCache: Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         session.withLock { session in
             guard let pointer = session.pointer else { return }
-            _ = fuse_lowlevel_notify_inval_entry(pointer, folder, name, name.utf8.count)
+            _ = withNameBytes(name) { fuse_lowlevel_notify_inval_entry(pointer, folder, $0, $1) }
         }
     }
 }

@@ -79,7 +79,7 @@ final class Request: @unchecked Sendable {
 
     func readlink(_ target: String) {
         guard claim() else { return }
-        fuse_reply_readlink(raw, target)
+        withNameBytes(target) { bytes, _ in _ = fuse_reply_readlink(raw, bytes) }
     }
 
     func open(_ info: fuse_file_info) {
@@ -139,14 +139,24 @@ final class Request: @unchecked Sendable {
         _ buffer: UnsafeMutablePointer<CChar>, _ remaining: Int, _ name: String,
         _ entry: inout fuse_entry_param, _ nextOffset: Int
     ) -> Int {
-        fuse_add_direntry_plus(raw, buffer, remaining, name, &entry, off_t(nextOffset))
+        withNameBytes(name) { bytes, _ in fuse_add_direntry_plus(raw, buffer, remaining, bytes, &entry, off_t(nextOffset)) }
     }
 
     func addDirectoryEntry(
         _ buffer: UnsafeMutablePointer<CChar>, _ remaining: Int, _ name: String, _ attributes: inout stat,
         _ nextOffset: Int
     ) -> Int {
-        fuse_add_direntry(raw, buffer, remaining, name, &attributes, off_t(nextOffset))
+        withNameBytes(name) { bytes, _ in fuse_add_direntry(raw, buffer, remaining, bytes, &attributes, off_t(nextOffset)) }
+    }
+}
+
+/// Runs `body` with the bytes `name` stands for (`NameBytes`), NUL-terminated, and their count.
+func withNameBytes<Result>(_ name: String, _ body: (UnsafePointer<CChar>, Int) -> Result) -> Result {
+    var bytes = NameBytes.bytes(name)
+    let count = bytes.count
+    bytes.append(0)
+    return bytes.withUnsafeBufferPointer { buffer in
+        buffer.withMemoryRebound(to: CChar.self) { body($0.baseAddress!, count) }
     }
 }
 

@@ -57,7 +57,7 @@ extension Replica {
     public func makeSymlink(
         _ name: String, in parent: ItemID, target: String, owner: Owner = .root
     ) throws(ReplicaError) -> ItemAttributes {
-        guard !target.isEmpty, target.utf8.count < 4096, !target.utf8.contains(0) else {
+        guard !target.isEmpty, NameBytes.count(target) < 4096, !target.utf8.contains(0) else {
             throw .invalidArgument("a link target must be 1 to 4095 bytes")
         }
         return try create(name, in: parent, kind: .symlink, mode: 0o777, target: target, owner: owner)
@@ -341,7 +341,7 @@ extension Replica {
     func attributes(_ item: Item, _ state: inout ReplicaState) -> ItemAttributes {
         ItemAttributes(
             id: item.id, inode: inode(of: item.id, &state), kind: item.kind, mode: item.mode,
-            size: item.kind == .symlink ? UInt64(item.target?.utf8.count ?? 0) : item.size,
+            size: item.kind == .symlink ? UInt64(item.target.map(NameBytes.count) ?? 0) : item.size,
             // Names (0 once unlinked while open); a folder's 2 + subfolders, which walkers
             // (find, fts) use to stop looking for subfolders: kept exact.
             mtime: item.mtime, ctime: item.ctime ?? item.mtime, atime: item.atime ?? item.mtime,

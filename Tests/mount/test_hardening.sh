@@ -29,15 +29,27 @@ test_names_are_kept_as_bytes() {
     assert_eq "$(ls "$T/a" | wc -l)" 2
     assert_eq "$(cat "$T/a/$(printf 'caf\xc3\xa9')")" nfc
     assert_eq "$(cat "$T/a/$(printf 'cafe\xcc\x81')")" nfd
-    # Names that are not UTF-8 are refused, never turned into another name.
-    fails touch "$T/a/$(printf 'a\xe9')" 2>"$T/err"
-    grep -q "Invalid or incomplete multibyte" "$T/err"
-    fails mkdir "$T/a/$(printf 'b\xe8')" 2>/dev/null
-    assert_eq "$(ls "$T/a" | wc -l)" 2
+    # Names that are not UTF-8 (Latin-1, random bytes, the private-use characters that stand
+    # for such bytes in the store) are kept as they are, and reach the other device so.
+    printf latin > "$T/a/$(printf 'a\xe9')"
+    mkdir "$T/a/$(printf 'b\xe8\xff')"
+    printf pua > "$T/a/$(printf 'c\xef\x9e\x80')"
+    ln -s "$(printf 't\xe9')" "$T/a/$(printf 'l\xfe')"
+    (cd "$T/a" && ls -A | od -An -c | tr -s ' ' > "$T/a.names")
+    assert_eq "$(ls "$T/a" | wc -l)" 6
     sync_wait a
-    eventually 'test "$(ls "$T/b" | wc -l)" = 2'
+    eventually 'test "$(ls "$T/b" | wc -l)" = 6'
+    (cd "$T/b" && ls -A | od -An -c | tr -s ' ' > "$T/b.names")
+    diff "$T/a.names" "$T/b.names"
     assert_eq "$(cat "$T/b/$(printf 'cafe\xcc\x81')")" nfd
     assert_eq "$(cat "$T/b/$(printf 'caf\xc3\xa9')")" nfc
+    assert_eq "$(cat "$T/b/$(printf 'a\xe9')")" latin
+    assert_eq "$(cat "$T/b/$(printf 'c\xef\x9e\x80')")" pua
+    test -d "$T/b/$(printf 'b\xe8\xff')"
+    assert_eq "$(readlink "$T/b/$(printf 'l\xfe')" | od -An -c | tr -s ' ')" "$(printf 't\xe9\n' | od -An -c | tr -s ' ')"
+    # 255 bytes is the limit, counted in bytes.
+    touch "$T/a/$(printf 'x%.0s' $(seq 200))$(printf '\xe9%.0s' $(seq 55))"
+    fails touch "$T/a/$(printf 'y%.0s' $(seq 200))$(printf '\xe9%.0s' $(seq 56))" 2>/dev/null
 }
 
 test_cache_is_private() {
