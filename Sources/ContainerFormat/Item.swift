@@ -176,7 +176,8 @@ public struct Item: Hashable, Codable, Sendable {
     public var chunks: [ChunkRef]
     /// Where a symlink points; nil for other kinds.
     public var target: String?
-    /// User extended attributes by full name (`user.foo`); never `user.icloud.*`.
+    /// Extended attributes by full name (`user.foo`, `security.capability`, POSIX ACLs;
+    /// see `AttributeName`); never `user.icloud.*`.
     public var xattrs: [String: Data]
     /// The journal sequence number of the last change of any kind.
     public var version: UInt64

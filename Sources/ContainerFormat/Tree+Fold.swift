@@ -82,7 +82,7 @@ extension Tree {
         let item = Item(
             id: op.id, parent: parent, name: freeName(op.name, in: parent, for: op.id),
             kind: op.kind, mode: op.mode & 0o7777, mtime: op.mtime, size: op.content.size,
-            chunks: op.content.chunks, target: op.target, xattrs: Tree.userAttributes(op.xattrs),
+            chunks: op.content.chunks, target: op.target, xattrs: Tree.storedAttributes(op.xattrs),
             version: fold.seq, contentVersion: fold.seq, isContentPending: op.contentPending == true,
             owner: Tree.stored(op.owner),
             device: op.kind == .characterDevice || op.kind == .blockDevice ? op.device ?? 0 : nil,
@@ -127,7 +127,7 @@ extension Tree {
             guard isLive(item.id) else { return fold.note("attributes of deleted \(op.id) ignored") }
             item.mode = op.mode.map { $0 & 0o7777 } ?? item.mode
             item.mtime = op.mtime ?? item.mtime
-            item.xattrs = op.xattrs.map(Tree.userAttributes) ?? item.xattrs
+            item.xattrs = op.xattrs.map(Tree.storedAttributes) ?? item.xattrs
             item.owner = op.owner.map(Tree.stored) ?? item.owner
             item.atime = op.atime ?? item.atime
             item.ctime = op.ctime ?? item.ctime
@@ -155,7 +155,7 @@ extension Tree {
         item.chunks = content.chunks
         item.mode = op.mode.map { $0 & 0o7777 } ?? item.mode
         item.mtime = op.mtime ?? item.mtime
-        item.xattrs = op.xattrs.map(Tree.userAttributes) ?? item.xattrs
+        item.xattrs = op.xattrs.map(Tree.storedAttributes) ?? item.xattrs
         item.owner = op.owner.map(Tree.stored) ?? item.owner
         item.atime = op.atime ?? item.atime
         item.ctime = op.ctime ?? item.ctime
@@ -191,7 +191,7 @@ extension Tree {
             name: freeName(copyName, in: parent, for: nil), kind: .file,
             mode: op.mode.map { $0 & 0o7777 } ?? item.mode, mtime: op.mtime ?? item.mtime,
             size: content.size, chunks: content.chunks,
-            xattrs: op.xattrs.map(Tree.userAttributes) ?? item.xattrs,
+            xattrs: op.xattrs.map(Tree.storedAttributes) ?? item.xattrs,
             version: fold.seq, contentVersion: fold.seq, conflictOf: item.id, contentFrom: item.id,
             isContentPending: op.contentPending == true, owner: op.owner.map(Tree.stored) ?? item.owner)
         fold.note("\(item.id) changed since version \(op.base); kept as \(copy.name)")
@@ -344,8 +344,8 @@ extension Tree {
         }
     }
 
-    /// Only `user.*` attributes travel, and never the synthetic `user.icloud.*` ones.
-    static func userAttributes(_ attributes: [String: Data]) -> [String: Data] {
-        attributes.filter { name, _ in name.hasPrefix("user.") && !name.hasPrefix("user.icloud.") }
+    /// Only the attributes items keep (`AttributeName`) travel.
+    static func storedAttributes(_ attributes: [String: Data]) -> [String: Data] {
+        attributes.filter { name, _ in AttributeName.isStored(name) }
     }
 }

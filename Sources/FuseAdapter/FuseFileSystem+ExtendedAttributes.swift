@@ -4,7 +4,8 @@ import Foundation
 import Replica
 
 /// `getxattr`, `listxattr`, `setxattr`, `removexattr`: the `user.icloud.*` sync attributes
-/// (computed, INTERFACE.md) and the user's own `user.*` attributes (stored and synced).
+/// (computed, INTERFACE.md) and the attributes programs set (`user.*`, `trusted.*`,
+/// `security.*`, and POSIX ACLs with `-o acl`: stored and synced).
 extension FuseFileSystem {
     static let icloudPrefix = "user.icloud."
     /// On the mount root only, not listed: "DOWNLOADED_BYTES UNEVICTABLE_BYTES BOUND", for
@@ -25,11 +26,17 @@ extension FuseFileSystem {
         case sync = "user.icloud.sync"
     }
 
+    /// Whether this mount keeps attribute `name`. SELinux labels are not: SELinux labels a
+    /// FUSE mount as a whole, never per file, and saying ENOTSUP for them (and for ACLs
+    /// without `-o acl`) lets `ls -l` stop asking after the first file (with ENODATA it
+    /// asked twice per file, two round trips each: W4 in Scripts/bench).
+    func keeps(_ name: String) -> Bool {
+        if name.hasPrefix("system.posix_acl_") { return options.acl && AttributeName.isStored(name) }
+        return name != "security.selinux" && AttributeName.isStored(name)
+    }
+
     func getxattr(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ size: Int) {
-        // Only the user namespace exists here. Saying so for the others (security.selinux,
-        // system.posix_acl_access) lets `ls -l` stop asking after the first file: with
-        // ENODATA it asked twice per file, two round trips each (W4 in Scripts/bench).
-        guard name.hasPrefix("user.") else { return request.error(ENOTSUP) }
+        guard name.hasPrefix(Self.icloudPrefix) || keeps(name) else { return request.error(ENOTSUP) }
         answer(request) {
             let item = try id(inode)
             let value: Data?
@@ -66,7 +73,8 @@ extension FuseFileSystem {
             let kind = try replica.attributes(of: item).kind
             let names =
                 kind == .file || kind == .folder
-                ? try replica.syncState(of: item).attributes.map(\.name) + replica.userAttributeNames(of: item) : []
+                ? try replica.syncState(of: item).attributes.map(\.name) + storedNames(of: item, request)
+                : try storedNames(of: item, request).filter { !$0.hasPrefix("user.") }
             var list = Data()
             for name in names {
                 list.append(contentsOf: name.utf8)
@@ -78,11 +86,16 @@ extension FuseFileSystem {
         }
     }
 
+    /// The stored attributes' names, but `trusted.*` only for root (as ext4 lists them).
+    private func storedNames(of item: ItemID, _ request: Request) throws -> [String] {
+        try replica.userAttributeNames(of: item).filter { keeps($0) && (!$0.hasPrefix("trusted.") || request.caller.uid == 0) }
+    }
+
     func setxattr(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ value: Data, _ flags: Int32) {
         if name.hasPrefix(Self.icloudPrefix) {
             return act(request, inode, name, value)
         }
-        guard name.hasPrefix("user.") else { return request.error(ENOTSUP) }
+        guard keeps(name) else { return request.error(ENOTSUP) }
         answer(request) {
             let item = try id(inode)
             let exists = try replica.userAttribute(name, of: item) != nil
@@ -94,7 +107,7 @@ extension FuseFileSystem {
     }
 
     func removexattr(_ request: Request, _ inode: fuse_ino_t, _ name: String) {
-        guard name.hasPrefix("user.") else { return request.error(ENOTSUP) }
+        guard name.hasPrefix(Self.icloudPrefix) || keeps(name) else { return request.error(ENOTSUP) }
         if name.hasPrefix(Self.icloudPrefix) {
             // The sync state is reported, not stored: removing it changes nothing and is no
             // error (`rsync -X` removes every attribute its source lacks), except that

@@ -85,7 +85,8 @@ extension FuseFileSystem {
 
     func mkdir(_ request: Request, _ parent: fuse_ino_t, _ name: String, _ mode: UInt32) {
         answer(request) {
-            let attributes = try replica.makeFolder(name, in: try id(parent), mode: mode & 0o7777, owner: request.caller)
+            let attributes = try replica.makeFolder(
+                name, in: try id(parent), mode: mode & 0o7777, owner: request.caller, umask: umask(request))
             request.entry(entry(attributes, parent: parent, name: name))
         }
     }
@@ -106,10 +107,17 @@ extension FuseFileSystem {
             let folder = try id(parent)
             let attributes =
                 kind == .file
-                ? try replica.makeFile(name, in: folder, mode: mode & 0o7777, owner: request.caller)
-                : try replica.makeSpecial(name, in: folder, kind: kind, mode: mode & 0o7777, device: device, owner: request.caller)
+                ? try replica.makeFile(name, in: folder, mode: mode & 0o7777, owner: request.caller, umask: umask(request))
+                : try replica.makeSpecial(
+                    name, in: folder, kind: kind, mode: mode & 0o7777, device: device, owner: request.caller,
+                    umask: umask(request))
             request.entry(entry(attributes, parent: parent, name: name))
         }
+    }
+
+    /// The caller's umask when the kernel left it to us (`-o acl`), else nil.
+    private func umask(_ request: Request) -> UInt32? {
+        options.acl ? request.umask : nil
     }
 
     func symlink(_ request: Request, _ target: String, _ parent: fuse_ino_t, _ name: String) {
@@ -162,7 +170,8 @@ extension FuseFileSystem {
     // create, write, flush and release cost no hop to a task.
     func create(_ request: Request, _ parent: fuse_ino_t, _ name: String, _ mode: UInt32, _ info: fuse_file_info) {
         answer(request) {
-            let attributes = try replica.makeFile(name, in: try id(parent), mode: mode & 0o7777, owner: request.caller)
+            let attributes = try replica.makeFile(
+                name, in: try id(parent), mode: mode & 0o7777, owner: request.caller, umask: umask(request))
             let file = try replica.openWithoutDownload(attributes.id, write: true, truncate: false)
             var info = info
             info.fh = files.insert(file)

@@ -7,6 +7,8 @@ public struct FuseMountOptions: Sendable {
     public var uid: UInt32?
     public var gid: UInt32?
     public var umask: UInt32 = 0
+    /// POSIX ACLs (`-o acl`): the kernel checks access by them and leaves the umask to us.
+    public var acl = false
     public var debug = false
     /// Kernel mount flags (`noexec`, `nosuid`, `nodev`, ...) passed on as given.
     public var kernelFlags: [String] = []

@@ -8,8 +8,14 @@ import Foundation
 enum FuseOperations {
     static func table() -> fuse_lowlevel_ops {
         var ops = fuse_lowlevel_ops()
-        ops.`init` = { _, connection in
+        ops.`init` = { userdata, connection in
             guard let connection else { return }
+            // POSIX ACLs: the kernel checks access by them and caches them, and no longer
+            // applies the umask (a folder's default ACL replaces it: `FuseFileSystem.umask`).
+            let acl = Unmanaged<FuseFileSystem>.fromOpaque(userdata!).takeUnretainedValue().options.acl
+            if acl, connection.pointee.capable & UInt32(FUSE_CAP_POSIX_ACL) != 0 {
+                connection.pointee.want |= UInt32(FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK)
+            }
             // Large requests: fewer round trips for sequential I/O. Writes one page under
             // 1 MiB: libfuse splices a request into a pipe (its bytes never copied through
             // our memory) only if the pipe holds max_write plus a header page, and pipes

@@ -40,6 +40,9 @@ final class Request: @unchecked Sendable {
         return Owner(uid: context.uid, gid: context.gid)
     }
 
+    /// The calling process's umask.
+    var umask: UInt32 { context.umask }
+
     /// Whether the calling process has `gid` among its supplementary groups.
     func callerBelongs(to gid: UInt32) -> Bool {
         var groups = [gid_t](repeating: 0, count: 256)

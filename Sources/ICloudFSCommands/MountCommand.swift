@@ -37,6 +37,8 @@ struct MountCommand: AsyncParsableCommand {
                                  root, the mounting user otherwise)
               ro, allow_other, default_permissions, umask=OCTAL
                                  (allow_other turns default_permissions on)
+              acl                POSIX ACLs (setfacl, getfacl), checked by the
+                                 kernel, stored and synced (default: noacl)
               noexec, nosuid, nodev, noatime, sync, dirsync: kernel mount flags
               foreground, debug  stay in the foreground; log each operation
             Example:

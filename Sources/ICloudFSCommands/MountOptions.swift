@@ -10,6 +10,7 @@ public struct MountOptions: Sendable, Equatable {
     public var readOnly = false
     public var allowOther = false
     public var defaultPermissions = false
+    public var acl = false
     public var uid: UInt32?
     public var gid: UInt32?
     public var umask: UInt32?
@@ -61,6 +62,8 @@ public struct MountOptions: Sendable, Equatable {
             case "ro": readOnly = true
             case "allow_other": allowOther = true
             case "default_permissions": defaultPermissions = true
+            case "acl": acl = true
+            case "noacl": acl = false
             case "uid": uid = try MountOptions.number(option, try required(), radix: 10)
             case "gid": gid = try MountOptions.number(option, try required(), radix: 10)
             case "umask": umask = try MountOptions.number(option, try required(), radix: 8)

@@ -86,6 +86,7 @@ struct Mounter {
         // local user could read and change every file. The kernel checks them instead.
         fuseOptions.defaultPermissions = options.defaultPermissions || options.allowOther
         fuseOptions.umask = options.umask ?? 0
+        fuseOptions.acl = options.acl
         fuseOptions.debug = options.debug
         fuseOptions.kernelFlags = options.kernelFlags
         let session: FuseSession

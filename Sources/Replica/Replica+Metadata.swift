@@ -45,13 +45,20 @@ extension Replica {
         }
     }
 
-    public func makeFolder(_ name: String, in parent: ItemID, mode: UInt32, owner: Owner = .root) throws(ReplicaError) -> ItemAttributes {
-        try create(name, in: parent, kind: .folder, mode: mode, target: nil, owner: owner)
+    /// `umask` (here and in `makeFile`, `makeSpecial`): the caller's, when the kernel left
+    /// it to the filesystem (`-o acl`): it applies unless the folder has a default ACL,
+    /// which then decides the mode. nil: the kernel applied it.
+    public func makeFolder(
+        _ name: String, in parent: ItemID, mode: UInt32, owner: Owner = .root, umask: UInt32? = nil
+    ) throws(ReplicaError) -> ItemAttributes {
+        try create(name, in: parent, kind: .folder, mode: mode, target: nil, owner: owner, umask: umask)
     }
 
     /// A new empty file; its content arrives by `write` and is queued when it is closed.
-    public func makeFile(_ name: String, in parent: ItemID, mode: UInt32, owner: Owner = .root) throws(ReplicaError) -> ItemAttributes {
-        try create(name, in: parent, kind: .file, mode: mode, target: nil, owner: owner)
+    public func makeFile(
+        _ name: String, in parent: ItemID, mode: UInt32, owner: Owner = .root, umask: UInt32? = nil
+    ) throws(ReplicaError) -> ItemAttributes {
+        try create(name, in: parent, kind: .file, mode: mode, target: nil, owner: owner, umask: umask)
     }
 
     public func makeSymlink(
@@ -66,12 +73,13 @@ extension Replica {
     /// A FIFO, socket or device file: a name with a mode, owner and times (and a device
     /// number), never content.
     public func makeSpecial(
-        _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, device: UInt64, owner: Owner = .root
+        _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, device: UInt64, owner: Owner = .root,
+        umask: UInt32? = nil
     ) throws(ReplicaError) -> ItemAttributes {
         guard kind.isSpecial else { throw .invalidArgument("not a special file kind: \(kind)") }
         return try create(
             name, in: parent, kind: kind, mode: mode, target: nil, owner: owner,
-            device: kind == .characterDevice || kind == .blockDevice ? device : nil)
+            device: kind == .characterDevice || kind == .blockDevice ? device : nil, umask: umask)
     }
 
     /// `link`: one more name for a file, symlink or special file (not a folder: EPERM).
@@ -246,11 +254,19 @@ extension Replica {
                 update.atime = atime
                 enqueue([(.update(update), nil)], &state)
             }
+            // An access ACL follows the new mode (ext4's chmod).
+            if let mode, let item = state.view.liveItem(id),
+                let acl = item.xattrs[PosixACL.accessAttribute].flatMap(PosixACL.init)
+            {
+                var xattrs = item.xattrs
+                xattrs[PosixACL.accessAttribute] = acl.changingMode(to: mode).data
+                enqueue([(.update(.init(id: id, base: 0, xattrs: xattrs)), nil)], &state)
+            }
             return attributes(state.liveItem(id)!, &state)
         }
     }
 
-    // MARK: - User extended attributes (other than user.icloud.*)
+    // MARK: - Stored extended attributes (`AttributeName`: user.* but user.icloud.*, and others)
 
     public func userAttribute(_ name: String, of id: ItemID) throws(ReplicaError) -> Data? {
         try state.withLock { state throws(ReplicaError) in
@@ -266,17 +282,25 @@ extension Replica {
         }
     }
 
-    /// Sets (or with nil removes) a `user.*` attribute; it syncs like content.
+    /// Sets (or with nil removes) an attribute; it syncs like content. An access ACL sets
+    /// the mode too (and is kept only if the mode cannot say all of it, as on ext4).
     public func setUserAttribute(_ name: String, of id: ItemID, to value: Data?) throws(ReplicaError) {
-        guard name.hasPrefix("user."), !name.hasPrefix("user.icloud."), name.utf8.count <= 255 else {
-            throw .notSupported("only user.* attributes can be stored")
+        guard AttributeName.isStored(name), name.utf8.count <= 255 else {
+            throw .notSupported("this attribute cannot be stored")
         }
         try state.withLock { state throws(ReplicaError) in
-            guard let item = state.view.liveItem(id) else { throw .notFound }
+            guard let item = state.liveItem(id) else { throw .notFound }
             var xattrs = item.xattrs
             if value == nil && xattrs[name] == nil { throw .notFound }
-            xattrs[name] = value
-            enqueue([(.update(.init(id: id, base: 0, xattrs: xattrs)), nil)], &state)
+            var mode: UInt32?
+            if name == PosixACL.accessAttribute, let value {
+                guard let acl = PosixACL(value) else { throw .invalidArgument("not a POSIX ACL") }
+                mode = acl.applied(to: item.mode)
+                xattrs[name] = acl.isEquivalentToMode ? nil : value
+            } else {
+                xattrs[name] = value
+            }
+            enqueue([(.update(.init(id: id, base: 0, mode: mode, xattrs: xattrs)), nil)], &state)
         }
     }
 
@@ -287,7 +311,7 @@ extension Replica {
     /// A hard link (`linkedItem`) answers with its item's attributes.
     private func create(
         _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, target: String?, owner: Owner,
-        device: UInt64? = nil, linkedItem: ItemID? = nil
+        device: UInt64? = nil, linkedItem: ItemID? = nil, umask: UInt32? = nil
     ) throws(ReplicaError) -> ItemAttributes {
         if let problem = ItemName.problem(with: name) { throw .invalidName(problem) }
         return try state.withLock { state throws(ReplicaError) in
@@ -305,9 +329,21 @@ extension Replica {
                 owner.gid = folder.ownerOrRoot.gid
                 if kind == .folder { mode |= UInt32(S_ISGID) }
             }
+            var xattrs: [String: Data] = [:]
+            if let umask {
+                if let inherited = folder.xattrs[PosixACL.defaultAttribute].flatMap(PosixACL.init) {
+                    let (masked, access) = inherited.inherited(mode: mode)
+                    mode = masked
+                    xattrs[PosixACL.accessAttribute] = access?.data
+                    if kind == .folder { xattrs[PosixACL.defaultAttribute] = inherited.data }
+                } else {
+                    mode &= ~umask
+                }
+            }
             let op = ItemOperation.create(.init(
                 id: id, parent: parent, name: name, kind: kind, mode: mode, mtime: Timestamp.now(),
-                target: target, owner: owner == .root ? nil : owner, device: device, linkedItem: linkedItem))
+                target: target, xattrs: xattrs, owner: owner == .root ? nil : owner, device: device,
+                linkedItem: linkedItem))
             if kind == .file {
                 // Dirty from the start: a new file is opened for writing, and its first write
                 // then costs no transaction.

@@ -365,3 +365,31 @@ test_concurrent_unlink_and_link_keep_the_file() {
     assert_eq "$(cat "$T/a/second")" "keep"
     assert_eq "$(stat -c '%h' "$T/b/second")" "1"
 }
+
+test_acls_and_attributes_of_every_namespace_arrive_on_another_device() {
+    mount_device a acl
+    mount_device b acl,allow_other
+    # A tree with ACLs (access and default) and trusted/security attributes, copied in by
+    # rsync -aAX: the same as the source on a, then on b.
+    mkdir -p "$T/src/d"
+    echo x > "$T/src/f"
+    setfacl -m u:1000:rw,g:1001:r,o::- "$T/src/f"
+    setfacl -d -m u:1000:rwx "$T/src/d"
+    setfattr -n trusted.t -v 1 "$T/src/f"
+    setfattr -n security.s -v 2 "$T/src/f"
+    rsync -aAX "$T/src/" "$T/a/copy/"
+    acls() { (cd "$1" && getfacl -p . d f; getfattr -hd -m '^(trusted|security)\.' f); }
+    acls "$T/src" > "$T/src.acls"
+    acls "$T/a/copy" > "$T/a.acls"
+    diff "$T/src.acls" "$T/a.acls"
+    sync_wait a
+    eventually 'test -e "$T/b/copy/d"'
+    acls "$T/b/copy" > "$T/b.acls"
+    diff "$T/src.acls" "$T/b.acls"
+    # The kernel on b checks access by the ACL that arrived: user 1000 reads, 1002 may not.
+    (cd "$T/b/copy" && setpriv --reuid 1000 --regid 1000 --clear-groups cat f > /dev/null)
+    (cd "$T/b/copy" && fails setpriv --reuid 1002 --regid 1002 --clear-groups cat f 2>/dev/null)
+    # A file made in the folder with a default ACL on b inherits it.
+    touch "$T/b/copy/d/new"
+    assert_eq "$(getfacl -cn "$T/b/copy/d/new" | grep -c '^user:1000:')" 1
+}

@@ -50,6 +50,9 @@ def main():
         area = script.stem
         on_disk = outcomes(script, Path(native) / area)
         on_mount = outcomes(script, Path(mount) / area)
+        if "(the script)" in on_disk:  # a script that fails on the local disk tests nothing
+            unexpected.append(f"{area}: the script fails on the local disk: {on_disk['(the script)']}")
+            continue
         for label in list(on_disk) + [label for label in on_mount if label not in on_disk]:
             name = f"{area}: {label}"
             disk, fs = on_disk.get(label, "(missing)"), on_mount.get(label, "(missing)")

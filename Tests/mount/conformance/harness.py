@@ -60,3 +60,24 @@ def folder():
     """The folder to work in (argv[1]), made empty by the caller."""
     os.chdir(sys.argv[1])
     return sys.argv[1]
+
+
+def as_user(uid, gid, action):
+    """Runs `action` in a child with only that user and group: its result or errno name."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            result = repr(action())
+        except OSError as error:
+            result = errno.errorcode.get(error.errno, str(error.errno))
+        os.write(write, result.encode())
+        os._exit(0)
+    os.close(write)
+    result = os.read(read, 500).decode()
+    os.waitpid(pid, 0)
+    return result

@@ -1,7 +1,7 @@
 """Owners: chown and lchown as root, set-id bits, setgid folders, and what another user may do."""
 import os
 import stat
-from harness import folder, step, write_file
+from harness import as_user, folder, step, write_file
 
 folder()
 
@@ -13,28 +13,6 @@ def owner(path, follow=True):
 
 def mode(path):
     return oct(stat.S_IMODE(os.stat(path).st_mode))
-
-
-def as_user(uid, gid, action):
-    """Runs `action` in a child with only that user and group: its result or errno name."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        try:
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-            result = repr(action())
-        except OSError as error:
-            import errno
-            result = errno.errorcode.get(error.errno, str(error.errno))
-        os.write(write, result.encode())
-        os._exit(0)
-    os.close(write)
-    result = os.read(read, 500).decode()
-    os.waitpid(pid, 0)
-    return result
 
 
 write_file("f")
