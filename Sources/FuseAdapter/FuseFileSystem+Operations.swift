@@ -63,9 +63,16 @@ extension FuseFileSystem {
                 uid: options.uid == nil ? wanted.uid : current.owner.uid,
                 gid: options.gid == nil ? wanted.gid : current.owner.gid))
         }
+        // A setattr of nothing is the kernel moving only the change time (`chown(f, -1, -1)`
+        // on Linux; it sends the time itself only with a writeback cache).
+        let ctime =
+            toSet & FUSE_SET_ATTR_CTIME != 0
+            ? Timestamp(clamping: Int64(new.st_ctim.tv_sec), nanoseconds: UInt32(clamping: new.st_ctim.tv_nsec))
+            : toSet == 0 ? Timestamp.now() : nil
         let attributes =
-            mode != nil || mtime != nil || atime != nil
-            ? try replica.setAttributes(item, mode: mode, mtime: mtime, atime: atime) : try replica.attributes(of: item)
+            mode != nil || mtime != nil || atime != nil || ctime != nil
+            ? try replica.setAttributes(item, mode: mode, mtime: mtime, atime: atime, ctime: ctime)
+            : try replica.attributes(of: item)
         request.attributes(stat(of: attributes), timeout: attributeTimeout)
     }
 

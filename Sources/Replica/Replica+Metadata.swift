@@ -237,9 +237,10 @@ extension Replica {
 
     /// `setattr` for mode, modification and access times (sizes go through `truncate`). On
     /// a file being written they are queued with its content at the next commit (`tar x`
-    /// sets them on every file before closing it: one queued change, not three).
+    /// sets them on every file before closing it: one queued change, not three). `ctime`:
+    /// the change time the kernel gives (any change moves it to now anyway).
     public func setAttributes(
-        _ id: ItemID, mode: UInt32? = nil, mtime: Timestamp? = nil, atime: Timestamp? = nil
+        _ id: ItemID, mode: UInt32? = nil, mtime: Timestamp? = nil, atime: Timestamp? = nil, ctime: Timestamp? = nil
     ) throws(ReplicaError) -> ItemAttributes {
         try state.withLock { state throws(ReplicaError) in
             guard state.view.liveItem(id) != nil else { throw .notFound }
@@ -248,10 +249,11 @@ extension Replica {
                 if let mtime { state.dirtyMtime[id] = mtime }
                 if let mode { state.dirtyMode[id] = mode }
                 if let atime { state.dirtyAtime[id] = atime }
-                state.dirtyCtime[id] = Timestamp.now()
-            } else if mode != nil || mtime != nil || atime != nil {
+                state.dirtyCtime[id] = ctime ?? Timestamp.now()
+            } else if mode != nil || mtime != nil || atime != nil || ctime != nil {
                 var update = ItemOperation.Update(id: id, base: 0, mode: mode, mtime: mtime)
                 update.atime = atime
+                update.ctime = ctime
                 enqueue([(.update(update), nil)], &state)
             }
             // An access ACL follows the new mode (ext4's chmod).

@@ -25,6 +25,7 @@ def append(path, data=b"more"):
 step("write", lambda: changes("f", lambda: append("f")))
 step("truncate", lambda: changes("f", lambda: os.truncate("f", 1)))
 step("chmod", lambda: changes("f", lambda: os.chmod("f", 0o600)))
+step("chown to the same owner (-1, -1)", lambda: changes("f", lambda: os.chown("f", -1, -1)))
 step("setxattr", lambda: changes("f", lambda: os.setxattr("f", "user.t", b"1")))
 step("rename (the file)", lambda: changes("f", lambda: os.rename("f", "g")))
 step("create in a folder (the folder)", lambda: changes("d", lambda: write_file("d/x")))
