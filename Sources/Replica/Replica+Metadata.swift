@@ -379,7 +379,9 @@ extension Replica {
     func attributes(_ item: Item, _ state: inout ReplicaState) -> ItemAttributes {
         ItemAttributes(
             id: item.id, inode: inode(of: item.id, &state), kind: item.kind, mode: item.mode,
-            size: item.kind == .symlink ? UInt64(item.target.map(NameBytes.count) ?? 0) : item.size,
+            // A folder's size is one block, as a small folder's on ext4 (`du` counts it so).
+            size: item.kind == .symlink
+                ? UInt64(item.target.map(NameBytes.count) ?? 0) : item.kind == .folder ? 4096 : item.size,
             // Names (0 once unlinked while open); a folder's 2 + subfolders, which walkers
             // (find, fts) use to stop looking for subfolders: kept exact.
             mtime: item.mtime, ctime: item.ctime ?? item.mtime, atime: item.atime ?? item.mtime,

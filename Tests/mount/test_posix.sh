@@ -160,10 +160,10 @@ test_rsync_and_cp_a_round_trip_links_fifos_owners_modes_times_xattrs() {
     find "$T/src" -depth -exec touch -h -d '2020-05-06 07:08:09.987654321' {} +
     touch -d '2001-02-03 04:05:06.123456789' "$T/src/sub/f2"
     # Owners, modes with set-id bits, nanosecond times, symlinks, FIFOs, user xattrs and
-    # link counts, as stat shows them (sizes aside: a folder's is 0 here), and which names
-    # are one file (grouped by inode).
+    # link counts and sizes, as stat shows them, and which names are one file (grouped by
+    # inode).
     listing() {
-        (cd "$1" && find . -mindepth 1 -printf '%p %M %U %G %T@ %n %l\n' | sort; getfattr -n user.tag sub/f2
+        (cd "$1" && find . -mindepth 1 -printf '%p %M %U %G %T@ %n %s %l\n' | sort; getfattr -n user.tag sub/f2
          find . -links +1 ! -type d -printf '%i %p\n' | sort | awk '{ names[$1] = names[$1] " " $2 } END { for (i in names) print names[i] }' | sort)
     }
     cp -a "$T/src" "$T/a/cp"
