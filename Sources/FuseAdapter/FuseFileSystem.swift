@@ -50,7 +50,7 @@ public final class FuseFileSystem: Sendable {
         result.st_gid = owner.gid
         result.st_size = Int(attributes.size)
         result.st_blksize = 1 << 20  // tools size their buffers by this: 1 MiB requests
-        result.st_blocks = Int((attributes.size + 511) / 512)
+        result.st_blocks = Int((attributes.allocatedSize + 511) / 512)
         func timespec(_ time: Timestamp) -> Glibc.timespec {
             Glibc.timespec(tv_sec: Int(time.seconds), tv_nsec: Int(time.nanoseconds))
         }

@@ -8,6 +8,9 @@ public struct ItemAttributes: Sendable, Equatable {
     /// Permission bits.
     public var mode: UInt32
     public var size: UInt64
+    /// Bytes that are not holes (`st_blocks`): a file's long runs of zeros are holes on
+    /// every device (see `Chunker.isZeroRunChunk`).
+    public var allocatedSize: UInt64 = 0
     public var mtime: Timestamp
     public var ctime: Timestamp
     public var atime: Timestamp

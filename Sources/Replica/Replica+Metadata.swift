@@ -377,7 +377,7 @@ extension Replica {
     }
 
     func attributes(_ item: Item, _ state: inout ReplicaState) -> ItemAttributes {
-        ItemAttributes(
+        var attributes = ItemAttributes(
             id: item.id, inode: inode(of: item.id, &state), kind: item.kind, mode: item.mode,
             // A folder's size is one block, as a small folder's on ext4 (`du` counts it so).
             size: item.kind == .symlink
@@ -387,6 +387,11 @@ extension Replica {
             mtime: item.mtime, ctime: item.ctime ?? item.mtime, atime: item.atime ?? item.mtime,
             linkCount: UInt32(state.view.linkCount(of: item.id)),
             target: item.target, owner: item.ownerOrRoot, device: item.device ?? 0)
+        // While written here, the chunk list is the last version's: all of it counts.
+        attributes.allocatedSize =
+            item.kind == .file && state.content[item.id]?.dirty != true
+            ? item.chunks.reduce(0) { $0 + (chunker.isZeroRunChunk($1) ? 0 : UInt64($1.size)) } : attributes.size
+        return attributes
     }
 }
 
