@@ -23,10 +23,10 @@ public struct Identity: Hashable, Codable, Sendable {
 
 /// The whole tree as of a journal sequence number, so a new device need not replay the
 /// journal from the start.
-/// Formats 2 to 4 are the protobuf form (`SnapshotCoding`; 3 adds owners, special files and
-/// times, 4 hard links); format 1, JSON, is still read.
+/// Formats 2 to 5 are the protobuf form (`SnapshotCoding`; 3 adds owners, special files and
+/// times, 4 hard links, 5 history); format 1, JSON, is still read.
 public struct Snapshot: Codable, Sendable {
-    public static let formatVersion = 4
+    public static let formatVersion = 5
 
     public var format: Int
     public var seq: UInt64

@@ -163,6 +163,29 @@ public struct ChunkRef: Hashable, Codable, Sendable {
     }
 }
 
+/// An earlier content of a file, kept for `icloudfs versions` and `restore` (see FORMAT.md
+/// "History").
+public struct PastVersion: Hashable, Codable, Sendable {
+    /// The journal entry that made it (the file's `contentVersion` then).
+    public var seq: UInt64
+    /// When and by which device it was made (the commit's time and device).
+    public var time: Timestamp
+    public var device: String
+    public var size: UInt64
+    public var chunks: [ChunkRef]
+    /// When a later content replaced it: it is kept for the retention period from then.
+    public var replaced: Timestamp
+
+    public init(seq: UInt64, time: Timestamp, device: String, size: UInt64, chunks: [ChunkRef], replaced: Timestamp) {
+        self.seq = seq
+        self.time = time
+        self.device = device
+        self.size = size
+        self.chunks = chunks
+        self.replaced = replaced
+    }
+}
+
 /// An item of the container's tree as the fold of the journal leaves it.
 public struct Item: Hashable, Codable, Sendable {
     public var id: ItemID
@@ -204,15 +227,23 @@ public struct Item: Hashable, Codable, Sendable {
     public var atime: Timestamp?
     /// For a hard link: the item it is a name of; nil for every other kind.
     public var linkedItem: ItemID?
+    /// When and by which device a file's current content was made (the commit's); nil for
+    /// contents folded before history was kept.
+    public var contentTime: Timestamp?
+    public var contentDevice: String?
+    /// A file's earlier contents still kept, oldest first; nil: none.
+    public var history: [PastVersion]?
 
     public var ownerOrRoot: Owner { owner ?? .root }
 
     /// The content is named but not all of its chunks are in the store yet.
     /// Equal but for version numbers (what a device's own change landing renumbers).
+    /// (History and the content's time are not shown by `stat`: they are left out too; a
+    /// batch lands at its first change's time.)
     public static func sameApartFromVersions(_ a: Item?, _ b: Item?) -> Bool {
         guard var a, var b else { return a == nil && b == nil }
-        (a.version, a.contentVersion) = (0, 0)
-        (b.version, b.contentVersion) = (0, 0)
+        (a.version, a.contentVersion, a.contentTime, a.history) = (0, 0, nil, nil)
+        (b.version, b.contentVersion, b.contentTime, b.history) = (0, 0, nil, nil)
         return a == b
     }
 
@@ -227,7 +258,8 @@ public struct Item: Hashable, Codable, Sendable {
         xattrs: [String: Data] = [:], version: UInt64 = 0, contentVersion: UInt64 = 0,
         deleted: Bool = false, conflictOf: ItemID? = nil, contentFrom: ItemID? = nil,
         isContentPending: Bool = false, owner: Owner? = nil, device: UInt64? = nil,
-        ctime: Timestamp? = nil, atime: Timestamp? = nil, linkedItem: ItemID? = nil
+        ctime: Timestamp? = nil, atime: Timestamp? = nil, linkedItem: ItemID? = nil,
+        contentTime: Timestamp? = nil, contentDevice: String? = nil, history: [PastVersion]? = nil
     ) {
         self.id = id
         self.parent = parent
@@ -250,6 +282,9 @@ public struct Item: Hashable, Codable, Sendable {
         self.ctime = ctime
         self.atime = atime
         self.linkedItem = linkedItem
+        self.contentTime = contentTime
+        self.contentDevice = contentDevice
+        self.history = history
     }
 
     public static func rootFolder() -> Item {

@@ -81,6 +81,37 @@ extension ItemMessage {
             atimeNanoseconds = atime.nanoseconds
         }
         if let linkedItem = item.linkedItem { self.linkedItem = linkedItem.rawValue }
+        if let contentTime = item.contentTime {
+            contentTimeSeconds = contentTime.seconds
+            contentTimeNanoseconds = contentTime.nanoseconds
+        }
+        if let contentDevice = item.contentDevice { self.contentDevice = contentDevice }
+        history = (item.history ?? []).map(PastVersionMessage.init)
+    }
+}
+
+extension PastVersionMessage {
+    init(_ past: PastVersion) {
+        self.init()
+        seq = past.seq
+        timeSeconds = past.time.seconds
+        timeNanoseconds = past.time.nanoseconds
+        device = past.device
+        size = past.size
+        chunkHashes = PackedChunks.hashes(past.chunks)
+        chunkSizes = past.chunks.map(\.size)
+        replacedSeconds = past.replaced.seconds
+        replacedNanoseconds = past.replaced.nanoseconds
+    }
+}
+
+extension PastVersion {
+    init(_ message: PastVersionMessage, of id: String) throws {
+        guard let chunks = PackedChunks.chunks(hashes: message.chunkHashes, sizes: message.chunkSizes),
+            let time = Timestamp(validating: message.timeSeconds, nanoseconds: message.timeNanoseconds),
+            let replaced = Timestamp(validating: message.replacedSeconds, nanoseconds: message.replacedNanoseconds)
+        else { throw SnapshotItemError(description: "item \(id): a past version is malformed") }
+        self.init(seq: message.seq, time: time, device: message.device, size: message.size, chunks: chunks, replaced: replaced)
     }
 }
 
@@ -120,6 +151,9 @@ extension Item {
             linkedItem: message.hasLinkedItem ? ItemID(SnapshotCoding.fresh(message.linkedItem)) : nil)
         self.ctime = ctime
         self.atime = atime
+        contentTime = try time(message.contentTimeSeconds, message.contentTimeNanoseconds, present: message.hasContentTimeSeconds)
+        contentDevice = message.hasContentDevice ? SnapshotCoding.fresh(message.contentDevice) : nil
+        history = message.history.isEmpty ? nil : try message.history.map { try PastVersion($0, of: message.id) }
     }
 }
 

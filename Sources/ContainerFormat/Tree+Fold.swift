@@ -79,7 +79,7 @@ extension Tree {
         }
         if let problem = linkProblem(op) { return fold.reject(problem) }
         let parent = livingFolder(op.parent, &fold)
-        let item = Item(
+        var item = Item(
             id: op.id, parent: parent, name: freeName(op.name, in: parent, for: op.id),
             kind: op.kind, mode: op.mode & 0o7777, mtime: op.mtime, size: op.content.size,
             chunks: op.content.chunks, target: op.target, xattrs: Tree.storedAttributes(op.xattrs),
@@ -87,6 +87,7 @@ extension Tree {
             owner: Tree.stored(op.owner),
             device: op.kind == .characterDevice || op.kind == .blockDevice ? op.device ?? 0 : nil,
             linkedItem: op.kind == .hardLink ? op.linkedItem : nil)
+        if item.kind == .file { item.madeBy(fold.commit) }
         if item.name != op.name { fold.note("\(op.name) exists; created as \(item.name)") }
         if let linked = item.linkedItem, !isLive(linked) {
             fold.note("\(linked) had no name left; the new link \(item.name) keeps it")
@@ -151,6 +152,8 @@ extension Tree {
             }
             return makeConflictCopy(of: item, with: op, content: content, &fold)
         }
+        item.keepPastVersion(replacedAt: fold.commit.time)
+        item.madeBy(fold.commit)
         item.size = content.size
         item.chunks = content.chunks
         item.mode = op.mode.map { $0 & 0o7777 } ?? item.mode
@@ -186,7 +189,7 @@ extension Tree {
         // Beside the item's own name, or where it was (its folder is revived if need be: an
         // item live through hard links may have lost its own name and folder).
         let parent = livingFolder(item.parent, &fold)
-        let copy = Item(
+        var copy = Item(
             id: ItemID("\(item.id.rawValue)@\(fold.seq).\(fold.index)"), parent: parent,
             name: freeName(copyName, in: parent, for: nil), kind: .file,
             mode: op.mode.map { $0 & 0o7777 } ?? item.mode, mtime: op.mtime ?? item.mtime,
@@ -194,6 +197,7 @@ extension Tree {
             xattrs: op.xattrs.map(Tree.storedAttributes) ?? item.xattrs,
             version: fold.seq, contentVersion: fold.seq, conflictOf: item.id, contentFrom: item.id,
             isContentPending: op.contentPending == true, owner: op.owner.map(Tree.stored) ?? item.owner)
+        copy.madeBy(fold.commit)
         fold.note("\(item.id) changed since version \(op.base); kept as \(copy.name)")
         store(copy)
         fold.outcome.changed.insert(copy.id)
@@ -347,5 +351,23 @@ extension Tree {
     /// Only the attributes items keep (`AttributeName`) travel.
     static func storedAttributes(_ attributes: [String: Data]) -> [String: Data] {
         attributes.filter { name, _ in AttributeName.isStored(name) }
+    }
+}
+
+extension Item {
+    /// The current content was made by `commit` (its time and device).
+    mutating func madeBy(_ commit: Commit) {
+        contentTime = commit.time
+        contentDevice = commit.device
+    }
+
+    /// New content replaces the current one at `time`: the current one joins the history
+    /// (an empty content is not kept: restoring it is a truncate).
+    mutating func keepPastVersion(replacedAt time: Timestamp) {
+        guard kind == .file, size > 0 else { return }
+        let past = PastVersion(
+            seq: contentVersion, time: contentTime ?? mtime, device: contentDevice ?? "", size: size, chunks: chunks,
+            replaced: time)
+        history = (history ?? []) + [past]
     }
 }

@@ -293,11 +293,73 @@ nonisolated struct ItemMessage: @unchecked Sendable {
   /// Clears the value of `linkedItem`. Subsequent reads from it will return its default value.
   mutating func clearLinkedItem() {_uniqueStorage()._linkedItem = nil}
 
+  /// When and by which device a file's content was made (format 5).
+  var contentTimeSeconds: Int64 {
+    get {_storage._contentTimeSeconds ?? 0}
+    set {_uniqueStorage()._contentTimeSeconds = newValue}
+  }
+  /// Returns true if `contentTimeSeconds` has been explicitly set.
+  var hasContentTimeSeconds: Bool {_storage._contentTimeSeconds != nil}
+  /// Clears the value of `contentTimeSeconds`. Subsequent reads from it will return its default value.
+  mutating func clearContentTimeSeconds() {_uniqueStorage()._contentTimeSeconds = nil}
+
+  var contentTimeNanoseconds: UInt32 {
+    get {_storage._contentTimeNanoseconds ?? 0}
+    set {_uniqueStorage()._contentTimeNanoseconds = newValue}
+  }
+  /// Returns true if `contentTimeNanoseconds` has been explicitly set.
+  var hasContentTimeNanoseconds: Bool {_storage._contentTimeNanoseconds != nil}
+  /// Clears the value of `contentTimeNanoseconds`. Subsequent reads from it will return its default value.
+  mutating func clearContentTimeNanoseconds() {_uniqueStorage()._contentTimeNanoseconds = nil}
+
+  var contentDevice: String {
+    get {_storage._contentDevice ?? String()}
+    set {_uniqueStorage()._contentDevice = newValue}
+  }
+  /// Returns true if `contentDevice` has been explicitly set.
+  var hasContentDevice: Bool {_storage._contentDevice != nil}
+  /// Clears the value of `contentDevice`. Subsequent reads from it will return its default value.
+  mutating func clearContentDevice() {_uniqueStorage()._contentDevice = nil}
+
+  /// A file's earlier contents still kept, oldest first (format 5).
+  var history: [PastVersionMessage] {
+    get {_storage._history}
+    set {_uniqueStorage()._history = newValue}
+  }
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
 
   fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+nonisolated struct PastVersionMessage: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var seq: UInt64 = 0
+
+  var timeSeconds: Int64 = 0
+
+  var timeNanoseconds: UInt32 = 0
+
+  var device: String = String()
+
+  var size: UInt64 = 0
+
+  var chunkHashes: Data = Data()
+
+  var chunkSizes: [UInt32] = []
+
+  var replacedSeconds: Int64 = 0
+
+  var replacedNanoseconds: UInt32 = 0
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
 }
 
 nonisolated struct AttributeMessage: Sendable {
@@ -364,7 +426,7 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".ItemMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{3}mtime_seconds\0\u{3}mtime_nanoseconds\0\u{1}size\0\u{3}chunk_hashes\0\u{3}chunk_sizes\0\u{1}target\0\u{1}xattrs\0\u{1}version\0\u{3}content_version\0\u{1}deleted\0\u{3}conflict_of\0\u{3}content_from\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0\u{3}ctime_seconds\0\u{3}ctime_nanoseconds\0\u{3}atime_seconds\0\u{3}atime_nanoseconds\0\u{3}linked_item\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{3}mtime_seconds\0\u{3}mtime_nanoseconds\0\u{1}size\0\u{3}chunk_hashes\0\u{3}chunk_sizes\0\u{1}target\0\u{1}xattrs\0\u{1}version\0\u{3}content_version\0\u{1}deleted\0\u{3}conflict_of\0\u{3}content_from\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0\u{3}ctime_seconds\0\u{3}ctime_nanoseconds\0\u{3}atime_seconds\0\u{3}atime_nanoseconds\0\u{3}linked_item\0\u{3}content_time_seconds\0\u{3}content_time_nanoseconds\0\u{3}content_device\0\u{1}history\0")
 
   fileprivate class _StorageClass {
     var _id: String = String()
@@ -393,6 +455,10 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
     var _atimeSeconds: Int64? = nil
     var _atimeNanoseconds: UInt32? = nil
     var _linkedItem: String? = nil
+    var _contentTimeSeconds: Int64? = nil
+    var _contentTimeNanoseconds: UInt32? = nil
+    var _contentDevice: String? = nil
+    var _history: [PastVersionMessage] = []
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -429,6 +495,10 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
       _atimeSeconds = source._atimeSeconds
       _atimeNanoseconds = source._atimeNanoseconds
       _linkedItem = source._linkedItem
+      _contentTimeSeconds = source._contentTimeSeconds
+      _contentTimeNanoseconds = source._contentTimeNanoseconds
+      _contentDevice = source._contentDevice
+      _history = source._history
     }
   }
 
@@ -473,6 +543,10 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
         case 24: try { try decoder.decodeSingularInt64Field(value: &_storage._atimeSeconds) }()
         case 25: try { try decoder.decodeSingularUInt32Field(value: &_storage._atimeNanoseconds) }()
         case 26: try { try decoder.decodeSingularStringField(value: &_storage._linkedItem) }()
+        case 27: try { try decoder.decodeSingularInt64Field(value: &_storage._contentTimeSeconds) }()
+        case 28: try { try decoder.decodeSingularUInt32Field(value: &_storage._contentTimeNanoseconds) }()
+        case 29: try { try decoder.decodeSingularStringField(value: &_storage._contentDevice) }()
+        case 30: try { try decoder.decodeRepeatedMessageField(value: &_storage._history) }()
         default: break
         }
       }
@@ -563,6 +637,18 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
       try { if let v = _storage._linkedItem {
         try visitor.visitSingularStringField(value: v, fieldNumber: 26)
       } }()
+      try { if let v = _storage._contentTimeSeconds {
+        try visitor.visitSingularInt64Field(value: v, fieldNumber: 27)
+      } }()
+      try { if let v = _storage._contentTimeNanoseconds {
+        try visitor.visitSingularUInt32Field(value: v, fieldNumber: 28)
+      } }()
+      try { if let v = _storage._contentDevice {
+        try visitor.visitSingularStringField(value: v, fieldNumber: 29)
+      } }()
+      if !_storage._history.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._history, fieldNumber: 30)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -598,10 +684,84 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
         if _storage._atimeSeconds != rhs_storage._atimeSeconds {return false}
         if _storage._atimeNanoseconds != rhs_storage._atimeNanoseconds {return false}
         if _storage._linkedItem != rhs_storage._linkedItem {return false}
+        if _storage._contentTimeSeconds != rhs_storage._contentTimeSeconds {return false}
+        if _storage._contentTimeNanoseconds != rhs_storage._contentTimeNanoseconds {return false}
+        if _storage._contentDevice != rhs_storage._contentDevice {return false}
+        if _storage._history != rhs_storage._history {return false}
         return true
       }
       if !storagesAreEqual {return false}
     }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension PastVersionMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".PastVersionMessage"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}time_seconds\0\u{3}time_nanoseconds\0\u{1}device\0\u{1}size\0\u{3}chunk_hashes\0\u{3}chunk_sizes\0\u{3}replaced_seconds\0\u{3}replaced_nanoseconds\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.timeSeconds) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.timeNanoseconds) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.device) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.size) }()
+      case 6: try { try decoder.decodeSingularBytesField(value: &self.chunkHashes) }()
+      case 7: try { try decoder.decodeRepeatedUInt32Field(value: &self.chunkSizes) }()
+      case 8: try { try decoder.decodeSingularInt64Field(value: &self.replacedSeconds) }()
+      case 9: try { try decoder.decodeSingularUInt32Field(value: &self.replacedNanoseconds) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.seq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.seq, fieldNumber: 1)
+    }
+    if self.timeSeconds != 0 {
+      try visitor.visitSingularInt64Field(value: self.timeSeconds, fieldNumber: 2)
+    }
+    if self.timeNanoseconds != 0 {
+      try visitor.visitSingularUInt32Field(value: self.timeNanoseconds, fieldNumber: 3)
+    }
+    if !self.device.isEmpty {
+      try visitor.visitSingularStringField(value: self.device, fieldNumber: 4)
+    }
+    if self.size != 0 {
+      try visitor.visitSingularUInt64Field(value: self.size, fieldNumber: 5)
+    }
+    if !self.chunkHashes.isEmpty {
+      try visitor.visitSingularBytesField(value: self.chunkHashes, fieldNumber: 6)
+    }
+    if !self.chunkSizes.isEmpty {
+      try visitor.visitPackedUInt32Field(value: self.chunkSizes, fieldNumber: 7)
+    }
+    if self.replacedSeconds != 0 {
+      try visitor.visitSingularInt64Field(value: self.replacedSeconds, fieldNumber: 8)
+    }
+    if self.replacedNanoseconds != 0 {
+      try visitor.visitSingularUInt32Field(value: self.replacedNanoseconds, fieldNumber: 9)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: PastVersionMessage, rhs: PastVersionMessage) -> Bool {
+    if lhs.seq != rhs.seq {return false}
+    if lhs.timeSeconds != rhs.timeSeconds {return false}
+    if lhs.timeNanoseconds != rhs.timeNanoseconds {return false}
+    if lhs.device != rhs.device {return false}
+    if lhs.size != rhs.size {return false}
+    if lhs.chunkHashes != rhs.chunkHashes {return false}
+    if lhs.chunkSizes != rhs.chunkSizes {return false}
+    if lhs.replacedSeconds != rhs.replacedSeconds {return false}
+    if lhs.replacedNanoseconds != rhs.replacedNanoseconds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

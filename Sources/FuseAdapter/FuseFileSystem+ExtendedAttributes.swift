@@ -16,6 +16,8 @@ extension FuseFileSystem {
     static let cacheFolder = "user.icloud.cacheFolder"
     /// Not listed: the names of a file's live conflict copies, one per line.
     static let conflictCopies = "user.icloud.conflictCopies"
+    /// Not listed: a file's versions, newest first, as JSON (`icloudfs versions`).
+    static let versions = "user.icloud.versions"
 
     /// Attributes that are actions (INTERFACE.md): writing them does something.
     enum Action: String {
@@ -24,6 +26,8 @@ extension FuseFileSystem {
         case isPinned = "user.icloud.isPinned"
         /// Push queued changes now (used by `icloudfs sync`).
         case sync = "user.icloud.sync"
+        /// "SEQ", or "SEQ" and a line with a new name: restore that version (`icloudfs restore`).
+        case restore = "user.icloud.restore"
     }
 
     /// Whether this mount keeps attribute `name`. SELinux labels are not: SELinux labels a
@@ -45,6 +49,8 @@ extension FuseFileSystem {
                 value = Data("\(usage.total) \(usage.unevictable) \(replica.configuration.cacheSize)".utf8)
             } else if name == Self.cacheFolder, item == .root {
                 value = Data(replica.configuration.cacheDirectory.utf8)
+            } else if name == Self.versions {
+                value = FormatCoding.encode(try replica.versions(of: item))
             } else if name == Self.conflictCopies {
                 let names = replica.conflictCopyNames(of: item)
                 value = names.isEmpty ? nil : Data(names.joined(separator: "\n").utf8)
@@ -139,6 +145,13 @@ extension FuseFileSystem {
                 replica.startDownload(item)
             case .sync:
                 replica.syncSoon()
+            case .restore:
+                let lines = value.split(separator: UInt8(ascii: "\n"), maxSplits: 1, omittingEmptySubsequences: false)
+                guard let seq = UInt64(String(decoding: lines[0], as: UTF8.self)) else { return request.error(EINVAL) }
+                let name = lines.count > 1 ? NameBytes.string(lines[1]) : nil
+                try replica.restore(item, version: seq, as: name)
+                // The kernel may hold pages of the version replaced.
+                if name == nil { kernel.invalidateInodeAndWait(inode) }
             case .evict:
                 try replica.evict(item)
             case .isPinned:

@@ -18,7 +18,8 @@ public struct ICloudFS: AsyncParsableCommand {
         version: "icloudfs \(ICloudFSVersion.current) (libfuse \(FuseLibrary.version))",
         subcommands: [
             MountCommand.self, StatusCommand.self, SyncCommand.self, DownloadCommand.self, EvictCommand.self,
-            PinCommand.self, UnpinCommand.self, ConflictsCommand.self, MonitorCommand.self,
+            PinCommand.self, UnpinCommand.self, ConflictsCommand.self, VersionsCommand.self, RestoreCommand.self,
+            MonitorCommand.self,
         ]
     )
 

@@ -180,6 +180,12 @@ package final class StateDatabase: Sendable {
         migrator.registerMigration("v6 hard links") { db in
             try db.execute(sql: "ALTER TABLE item ADD COLUMN linked_item TEXT")  // NULL: not a link
         }
+        migrator.registerMigration("v7 history") { db in
+            // NULL: unknown (content folded before), no history.
+            for column in ["content_time_s INTEGER", "content_time_ns INTEGER", "content_device TEXT", "history BLOB"] {
+                try db.execute(sql: "ALTER TABLE item ADD COLUMN \(column)")
+            }
+        }
         return migrator
     }
 
@@ -241,8 +247,9 @@ package final class StateDatabase: Sendable {
             sql: """
                 INSERT OR REPLACE INTO item (id, parent, name, kind, mode, mtime_s, mtime_ns, size,
                 chunks, target, xattrs, version, content_version, deleted, conflict_of, content_pending,
-                content_from, uid, gid, device, ctime_s, ctime_ns, atime_s, atime_ns, linked_item)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                content_from, uid, gid, device, ctime_s, ctime_ns, atime_s, atime_ns, linked_item,
+                content_time_s, content_time_ns, content_device, history)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         for id in ids {
             guard let item = tree.item(id) else { continue }
@@ -257,6 +264,8 @@ package final class StateDatabase: Sendable {
                 item.device.map { Int64(bitPattern: $0) },
                 item.ctime?.seconds, item.ctime.map { Int64($0.nanoseconds) },
                 item.atime?.seconds, item.atime.map { Int64($0.nanoseconds) }, item.linkedItem?.rawValue,
+                item.contentTime?.seconds, item.contentTime.map { Int64($0.nanoseconds) }, item.contentDevice,
+                item.history.map { FormatCoding.encode($0) },
             ])
         }
         try setMeta("head", String(tree.head), db)
@@ -277,7 +286,9 @@ package final class StateDatabase: Sendable {
             owner: (row["uid"] as Int64?).map { Owner(uid: UInt32($0), gid: UInt32(row["gid"] as Int64? ?? 0)) },
             device: (row["device"] as Int64?).map { UInt64(bitPattern: $0) },
             ctime: time(row, "ctime"), atime: time(row, "atime"),
-            linkedItem: (row["linked_item"] as String?).map(ItemID.init))
+            linkedItem: (row["linked_item"] as String?).map(ItemID.init),
+            contentTime: time(row, "content_time"), contentDevice: row["content_device"],
+            history: try (row["history"] as Data?).map { try FormatCoding.decode([PastVersion].self, from: $0) })
     }
 
     /// A time stored in the columns NAME_s and NAME_ns, if any.

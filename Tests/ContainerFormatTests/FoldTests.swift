@@ -263,6 +263,29 @@ struct FoldTests {
         #expect(journal.names() == ["a.txt", "b.txt", "d"])
     }
 
+    @Test("history: each content replaced is kept with when and by which device it was made; empty contents are not")
+    func history() throws {
+        var journal = Journal()
+        journal.commit("laptop", at: 100, [.create(.init(id: ItemID("f"), parent: .root, name: "f", kind: .file, mode: 0o644, mtime: .zero))])
+        journal.commit("laptop", at: 200, [edit("f", base: 1, "v1")])
+        journal.commit("desk", at: 300, [edit("f", base: 2, "v2")])
+        journal.commit("laptop", at: 400, [edit("f", base: 3, "v3")])
+        let item = try #require(journal.tree.item(ItemID("f")))
+        #expect(item.contentTime == Timestamp(seconds: 400) && item.contentDevice == "laptop")
+        #expect(item.history?.map(\.seq) == [2, 3])  // the empty first content is not kept
+        #expect(item.history?.map(\.device) == ["laptop", "desk"])
+        #expect(item.history?.map(\.replaced) == [Timestamp(seconds: 300), Timestamp(seconds: 400)])
+        #expect(item.history?.first?.chunks == content("v1").chunks)
+        // A conflict copy is made by the commit that conflicted; the item's history stays.
+        journal.commit("desk", at: 500, [edit("f", base: 3, "late")])
+        let copy = try #require(journal.tree.conflictCopies(of: ItemID("f")).first)
+        #expect(copy.contentDevice == "desk" && copy.history == nil)
+        #expect(journal.tree.item(ItemID("f"))?.history?.count == 2)
+        // Kept in snapshots.
+        let restored = try SnapshotCoding.decode(SnapshotCoding.encode(Snapshot(of: journal.tree)))
+        #expect(restored.tree == journal.tree)
+    }
+
     @Test("an edit beats a concurrent delete, in either order")
     func editBeatsDelete() {
         var first = Journal()

@@ -3,7 +3,7 @@ import Testing
 
 @testable import ContainerFormat
 
-/// Snapshots are written in the protobuf form (format 4, with owners and hard links); format 1 (JSON) is
+/// Snapshots are written in the protobuf form (format 5: owners, hard links, history); format 1 (JSON) is
 /// still read.
 struct SnapshotCodingTests {
     /// Items with every field set, and names and attributes with characters that need care.
@@ -34,7 +34,12 @@ struct SnapshotCodingTests {
                 version: UInt64(index + 1), contentVersion: UInt64(index), deleted: index % 5 == 0,
                 conflictOf: index % 7 == 0 ? folder : nil, contentFrom: index % 11 == 0 ? ItemID("item-0") : nil,
                 isContentPending: index % 3 == 0,
-                owner: index % 4 == 0 ? nil : Owner(uid: UInt32(index % 3) * 1000 + 1, gid: UInt32(index % 5))))
+                owner: index % 4 == 0 ? nil : Owner(uid: UInt32(index % 3) * 1000 + 1, gid: UInt32(index % 5)),
+                contentTime: index % 2 == 0 ? Timestamp(seconds: Int64(index) * 7, nanoseconds: 3) : nil,
+                contentDevice: index % 2 == 0 ? "device \(index % 3)" : nil,
+                history: index % 6 == 0
+                    ? [PastVersion(seq: 1, time: Timestamp(seconds: -3), device: "d", size: 1000, chunks: Array(chunks.prefix(1)),
+                                   replaced: Timestamp(seconds: 9, nanoseconds: 8))] : nil))
         }
         return Snapshot(of: Tree(items: items, head: 77))
     }
@@ -45,7 +50,7 @@ struct SnapshotCodingTests {
         let data = SnapshotCoding.encode(original)
         #expect(data.first != UInt8(ascii: "{"))
         let decoded = try SnapshotCoding.decode(data)
-        #expect(decoded.format == 4 && decoded.seq == 77)
+        #expect(decoded.format == Snapshot.formatVersion && decoded.seq == 77)
         #expect(decoded.items == original.items)
         #expect(SnapshotCoding.encode(Snapshot(of: decoded.tree)) == data)
     }
