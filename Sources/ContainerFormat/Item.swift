@@ -186,6 +186,17 @@ public struct PastVersion: Hashable, Codable, Sendable {
     }
 }
 
+/// When and by which device an item was deleted (the commit's time and device).
+public struct Deletion: Hashable, Codable, Sendable {
+    public var time: Timestamp
+    public var device: String
+
+    public init(time: Timestamp, device: String) {
+        self.time = time
+        self.device = device
+    }
+}
+
 /// An item of the container's tree as the fold of the journal leaves it.
 public struct Item: Hashable, Codable, Sendable {
     public var id: ItemID
@@ -233,6 +244,8 @@ public struct Item: Hashable, Codable, Sendable {
     public var contentDevice: String?
     /// A file's earlier contents still kept, oldest first; nil: none.
     public var history: [PastVersion]?
+    /// For a tombstone: its deletion (nil for tombstones folded before this was kept).
+    public var deletion: Deletion?
 
     public var ownerOrRoot: Owner { owner ?? .root }
 
@@ -242,8 +255,8 @@ public struct Item: Hashable, Codable, Sendable {
     /// batch lands at its first change's time.)
     public static func sameApartFromVersions(_ a: Item?, _ b: Item?) -> Bool {
         guard var a, var b else { return a == nil && b == nil }
-        (a.version, a.contentVersion, a.contentTime, a.history) = (0, 0, nil, nil)
-        (b.version, b.contentVersion, b.contentTime, b.history) = (0, 0, nil, nil)
+        (a.version, a.contentVersion, a.contentTime, a.history, a.deletion) = (0, 0, nil, nil, nil)
+        (b.version, b.contentVersion, b.contentTime, b.history, b.deletion) = (0, 0, nil, nil, nil)
         return a == b
     }
 
@@ -259,7 +272,8 @@ public struct Item: Hashable, Codable, Sendable {
         deleted: Bool = false, conflictOf: ItemID? = nil, contentFrom: ItemID? = nil,
         isContentPending: Bool = false, owner: Owner? = nil, device: UInt64? = nil,
         ctime: Timestamp? = nil, atime: Timestamp? = nil, linkedItem: ItemID? = nil,
-        contentTime: Timestamp? = nil, contentDevice: String? = nil, history: [PastVersion]? = nil
+        contentTime: Timestamp? = nil, contentDevice: String? = nil, history: [PastVersion]? = nil,
+        deletion: Deletion? = nil
     ) {
         self.id = id
         self.parent = parent
@@ -285,6 +299,7 @@ public struct Item: Hashable, Codable, Sendable {
         self.contentTime = contentTime
         self.contentDevice = contentDevice
         self.history = history
+        self.deletion = deletion
     }
 
     public static func rootFolder() -> Item {

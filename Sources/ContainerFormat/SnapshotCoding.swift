@@ -87,6 +87,11 @@ extension ItemMessage {
         }
         if let contentDevice = item.contentDevice { self.contentDevice = contentDevice }
         history = (item.history ?? []).map(PastVersionMessage.init)
+        if let deletion = item.deletion {
+            deletedSeconds = deletion.time.seconds
+            deletedNanoseconds = deletion.time.nanoseconds
+            deletedBy = deletion.device
+        }
     }
 }
 
@@ -154,6 +159,9 @@ extension Item {
         contentTime = try time(message.contentTimeSeconds, message.contentTimeNanoseconds, present: message.hasContentTimeSeconds)
         contentDevice = message.hasContentDevice ? SnapshotCoding.fresh(message.contentDevice) : nil
         history = message.history.isEmpty ? nil : try message.history.map { try PastVersion($0, of: message.id) }
+        deletion = try time(message.deletedSeconds, message.deletedNanoseconds, present: message.hasDeletedSeconds).map {
+            Deletion(time: $0, device: SnapshotCoding.fresh(message.deletedBy))
+        }
     }
 }
 

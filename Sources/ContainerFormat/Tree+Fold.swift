@@ -226,6 +226,7 @@ extension Tree {
         item.parent = parent
         item.name = freeName(op.name, in: parent, for: item.id)
         item.deleted = false
+        item.deletion = nil
         item.conflictOf = nil
         item.contentFrom = nil
         item.version = fold.seq
@@ -255,6 +256,7 @@ extension Tree {
             fold.outcome.changed.insert(original)
         }
         item.deleted = true
+        item.deletion = Deletion(time: fold.commit.time, device: fold.commit.device)
         item.version = fold.seq
         if let time = op.ctime, links[item.id] != nil { item.ctime = time }  // one name of several went
         store(item)
@@ -313,6 +315,7 @@ extension Tree {
         item.parent = livingFolder(item.parent, &fold, depth: depth + 1)
         item.name = freeName(item.name, in: item.parent, for: item.id)
         item.deleted = false
+        item.deletion = nil
         item.version = fold.seq
         return item
     }

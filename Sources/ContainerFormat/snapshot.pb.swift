@@ -327,6 +327,34 @@ nonisolated struct ItemMessage: @unchecked Sendable {
     set {_uniqueStorage()._history = newValue}
   }
 
+  /// A tombstone's deletion: when, by which device (format 5).
+  var deletedSeconds: Int64 {
+    get {_storage._deletedSeconds ?? 0}
+    set {_uniqueStorage()._deletedSeconds = newValue}
+  }
+  /// Returns true if `deletedSeconds` has been explicitly set.
+  var hasDeletedSeconds: Bool {_storage._deletedSeconds != nil}
+  /// Clears the value of `deletedSeconds`. Subsequent reads from it will return its default value.
+  mutating func clearDeletedSeconds() {_uniqueStorage()._deletedSeconds = nil}
+
+  var deletedNanoseconds: UInt32 {
+    get {_storage._deletedNanoseconds ?? 0}
+    set {_uniqueStorage()._deletedNanoseconds = newValue}
+  }
+  /// Returns true if `deletedNanoseconds` has been explicitly set.
+  var hasDeletedNanoseconds: Bool {_storage._deletedNanoseconds != nil}
+  /// Clears the value of `deletedNanoseconds`. Subsequent reads from it will return its default value.
+  mutating func clearDeletedNanoseconds() {_uniqueStorage()._deletedNanoseconds = nil}
+
+  var deletedBy: String {
+    get {_storage._deletedBy ?? String()}
+    set {_uniqueStorage()._deletedBy = newValue}
+  }
+  /// Returns true if `deletedBy` has been explicitly set.
+  var hasDeletedBy: Bool {_storage._deletedBy != nil}
+  /// Clears the value of `deletedBy`. Subsequent reads from it will return its default value.
+  mutating func clearDeletedBy() {_uniqueStorage()._deletedBy = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -426,7 +454,7 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".ItemMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{3}mtime_seconds\0\u{3}mtime_nanoseconds\0\u{1}size\0\u{3}chunk_hashes\0\u{3}chunk_sizes\0\u{1}target\0\u{1}xattrs\0\u{1}version\0\u{3}content_version\0\u{1}deleted\0\u{3}conflict_of\0\u{3}content_from\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0\u{3}ctime_seconds\0\u{3}ctime_nanoseconds\0\u{3}atime_seconds\0\u{3}atime_nanoseconds\0\u{3}linked_item\0\u{3}content_time_seconds\0\u{3}content_time_nanoseconds\0\u{3}content_device\0\u{1}history\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{3}mtime_seconds\0\u{3}mtime_nanoseconds\0\u{1}size\0\u{3}chunk_hashes\0\u{3}chunk_sizes\0\u{1}target\0\u{1}xattrs\0\u{1}version\0\u{3}content_version\0\u{1}deleted\0\u{3}conflict_of\0\u{3}content_from\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0\u{3}ctime_seconds\0\u{3}ctime_nanoseconds\0\u{3}atime_seconds\0\u{3}atime_nanoseconds\0\u{3}linked_item\0\u{3}content_time_seconds\0\u{3}content_time_nanoseconds\0\u{3}content_device\0\u{1}history\0\u{3}deleted_seconds\0\u{3}deleted_nanoseconds\0\u{3}deleted_by\0")
 
   fileprivate class _StorageClass {
     var _id: String = String()
@@ -459,6 +487,9 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
     var _contentTimeNanoseconds: UInt32? = nil
     var _contentDevice: String? = nil
     var _history: [PastVersionMessage] = []
+    var _deletedSeconds: Int64? = nil
+    var _deletedNanoseconds: UInt32? = nil
+    var _deletedBy: String? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -499,6 +530,9 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
       _contentTimeNanoseconds = source._contentTimeNanoseconds
       _contentDevice = source._contentDevice
       _history = source._history
+      _deletedSeconds = source._deletedSeconds
+      _deletedNanoseconds = source._deletedNanoseconds
+      _deletedBy = source._deletedBy
     }
   }
 
@@ -547,6 +581,9 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
         case 28: try { try decoder.decodeSingularUInt32Field(value: &_storage._contentTimeNanoseconds) }()
         case 29: try { try decoder.decodeSingularStringField(value: &_storage._contentDevice) }()
         case 30: try { try decoder.decodeRepeatedMessageField(value: &_storage._history) }()
+        case 31: try { try decoder.decodeSingularInt64Field(value: &_storage._deletedSeconds) }()
+        case 32: try { try decoder.decodeSingularUInt32Field(value: &_storage._deletedNanoseconds) }()
+        case 33: try { try decoder.decodeSingularStringField(value: &_storage._deletedBy) }()
         default: break
         }
       }
@@ -649,6 +686,15 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
       if !_storage._history.isEmpty {
         try visitor.visitRepeatedMessageField(value: _storage._history, fieldNumber: 30)
       }
+      try { if let v = _storage._deletedSeconds {
+        try visitor.visitSingularInt64Field(value: v, fieldNumber: 31)
+      } }()
+      try { if let v = _storage._deletedNanoseconds {
+        try visitor.visitSingularUInt32Field(value: v, fieldNumber: 32)
+      } }()
+      try { if let v = _storage._deletedBy {
+        try visitor.visitSingularStringField(value: v, fieldNumber: 33)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -688,6 +734,9 @@ nonisolated extension ItemMessage: SwiftProtobuf.Message, SwiftProtobuf._Message
         if _storage._contentTimeNanoseconds != rhs_storage._contentTimeNanoseconds {return false}
         if _storage._contentDevice != rhs_storage._contentDevice {return false}
         if _storage._history != rhs_storage._history {return false}
+        if _storage._deletedSeconds != rhs_storage._deletedSeconds {return false}
+        if _storage._deletedNanoseconds != rhs_storage._deletedNanoseconds {return false}
+        if _storage._deletedBy != rhs_storage._deletedBy {return false}
         return true
       }
       if !storagesAreEqual {return false}

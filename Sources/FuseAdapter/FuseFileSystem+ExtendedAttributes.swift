@@ -28,6 +28,12 @@ extension FuseFileSystem {
         case sync = "user.icloud.sync"
         /// "SEQ", or "SEQ" and a line with a new name: restore that version (`icloudfs restore`).
         case restore = "user.icloud.restore"
+        /// On the mount root: "TOKEN", or "TOKEN" and a line with a path: writes the deleted
+        /// items (at or below the path) as JSON to `listings/TOKEN.json` in the cache folder
+        /// (`icloudfs deleted`; a list can pass what an attribute value holds, 64 KiB).
+        case listDeleted = "user.icloud.listDeleted"
+        /// On the mount root: "ID", or "ID" and a line with a new name (`icloudfs undelete`).
+        case undelete = "user.icloud.undelete"
     }
 
     /// Whether this mount keeps attribute `name`. SELinux labels are not: SELinux labels a
@@ -133,6 +139,18 @@ extension FuseFileSystem {
         }
     }
 
+    /// The deleted items as JSON in the cache folder's `listings/TOKEN.json` (written whole,
+    /// then renamed into place).
+    private func writeDeletedListing(token: String, under path: String?) throws {
+        guard !token.isEmpty, token.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else {
+            throw ReplicaError.invalidArgument("a listing token is letters, digits and '-'")
+        }
+        let folder = "\(replica.configuration.cacheDirectory)/listings"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let data = FormatCoding.encode(replica.deletedItems(under: path))
+        try data.write(to: URL(fileURLWithPath: "\(folder)/\(token).json"), options: .atomic)
+    }
+
     private func act(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ value: Data) {
         guard let action = Action(rawValue: name) else {
             // The other user.icloud.* attributes report state; they cannot be written.
@@ -152,6 +170,16 @@ extension FuseFileSystem {
                 try replica.restore(item, version: seq, as: name)
                 // The kernel may hold pages of the version replaced.
                 if name == nil { kernel.invalidateInodeAndWait(inode) }
+            case .listDeleted, .undelete:
+                guard item == .root else { return request.error(EINVAL) }
+                let lines = value.split(separator: UInt8(ascii: "\n"), maxSplits: 1, omittingEmptySubsequences: false)
+                let first = String(decoding: lines[0], as: UTF8.self)
+                let second = lines.count > 1 ? NameBytes.string(lines[1]) : nil
+                if action == .undelete {
+                    _ = try replica.undelete(ItemID(first), as: second)
+                } else {
+                    try writeDeletedListing(token: first, under: second)
+                }
             case .evict:
                 try replica.evict(item)
             case .isPinned:

@@ -97,3 +97,115 @@ extension String {
         count >= width ? self + " " : self + String(repeating: " ", count: width - count)
     }
 }
+
+/// `icloudfs deleted MOUNTPOINT [PATH] [--json]`
+struct DeletedCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "deleted",
+        abstract: "List recently deleted files and folders, newest first: when, by which device, where they were.",
+        discussion: "icloudfs undelete brings one back (a folder with what was deleted with it).")
+
+    @Flag(help: "One JSON array: id, path, folder, size, time, device.")
+    var json = false
+
+    @Argument(help: "The mount point.")
+    var mountPoint: String
+
+    @Argument(help: "Only what was at or below this path (from the mount point).")
+    var path: String?
+
+    func run() async throws {
+        let items = try DeletedListing.items(mountRoot: mountPoint, under: path)
+        if json {
+            print(String(decoding: FormatCoding.encode(items), as: UTF8.self))
+            return
+        }
+        if items.isEmpty {
+            print("nothing deleted is kept\(path.map { " at or below \($0)" } ?? "")")
+            return
+        }
+        print("DELETED".padding(20), "DEVICE".padding(12), "SIZE".padding(10), "PATH")
+        for item in items {
+            let time = Date(timeIntervalSince1970: TimeInterval(item.time.seconds))
+            let size = item.folder ? "-" : String(item.size)
+            let shown = String(decoding: NameBytes.bytes(item.path), as: UTF8.self) + (item.folder ? "/" : "")
+            print(HistoryAttributes.localTime(time).padding(20), item.device.padding(12), size.padding(10), "\(shown)  [\(item.id)]")
+        }
+    }
+}
+
+/// `icloudfs undelete PATH|ID [--as NAME]`
+struct UndeleteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "undelete",
+        abstract: "Bring back a deleted file or folder where it was (a folder with what was deleted with it).",
+        discussion: """
+            PATH is where the item was, on a mount (its newest deletion there); ID is one \
+            icloudfs deleted lists (then --mount names the mount, if the current folder is \
+            not on it). Undeleting is a change like a rename: it syncs to the other devices.
+            """)
+
+    @Argument(help: "Where the deleted item was, or its id.")
+    var target: String
+
+    @Option(name: .customLong("as"), help: "A new name for it, in the folder it was in.")
+    var name: String?
+
+    @Option(help: "The mount, for an ID (default: the one the current folder is on).")
+    var mount: String?
+
+    func run() async throws {
+        if let name, name.contains("/") { throw ExitMessage("--as takes a name, not a path: \(name)") }
+        let absolute = URL(fileURLWithPath: target).standardizedFileURL.path
+        let root = try DeletedListing.mountRoot(of: mount ?? absolute)
+        let relative = absolute.hasPrefix(root + "/") ? String(absolute.dropFirst(root.count + 1)) : nil
+        let items = try DeletedListing.items(mountRoot: root, under: nil)
+        let escaped = relative.map { NameBytes.string(Array($0.utf8)) }
+        guard let item = items.first(where: { $0.path == escaped }) ?? items.first(where: { $0.id == target }) else {
+            throw ExitMessage("\(target): nothing deleted is kept there (icloudfs deleted \(root) lists what is)")
+        }
+        do {
+            try ExtendedAttributes.set("user.icloud.undelete", name.map { "\(item.id)\n\($0)" } ?? item.id, of: root)
+        } catch let error as ExtendedAttributes.Failure {
+            throw ExitMessage("\(target): \(error)")
+        }
+        print("\(root)/\(String(decoding: NameBytes.bytes(item.path), as: UTF8.self))\(item.folder ? "/" : "") is back"
+            + (name.map { " as \($0)" } ?? ""))
+    }
+}
+
+enum DeletedListing {
+    /// The deleted items the mount at `mountRoot` keeps (at or below `path`).
+    static func items(mountRoot: String, under path: String?) throws -> [DeletedItem] {
+        let root = try self.mountRoot(of: mountRoot)
+        guard let cache = ExtendedAttributes.get("user.icloud.cacheFolder", of: root) else {
+            throw ExitMessage("\(mountRoot): not an icloudfs mount point")
+        }
+        let token = UUID().uuidString
+        let filter = path.map { $0.split(separator: "/").joined(separator: "/") }
+        try ExtendedAttributes.set("user.icloud.listDeleted", filter.map { "\(token)\n\($0)" } ?? token, of: root)
+        let file = "\(cache)/listings/\(token).json"
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw ExitMessage("\(mountRoot): the mount wrote no listing (is \(cache) readable?)")
+        }
+        return try FormatCoding.decode([DeletedItem].self, from: data)
+    }
+
+    /// The mount point holding `path` (or the nearest existing folder above it).
+    static func mountRoot(of path: String) throws -> String {
+        var current = URL(fileURLWithPath: path).standardizedFileURL
+        while !ExtendedAttributes.isOnMount(current.path) {
+            guard current.path != "/" else { throw ExitMessage("\(path): not on an icloudfs mount") }
+            current.deleteLastPathComponent()
+        }
+        while current.path != "/" {
+            let parent = current.deletingLastPathComponent()
+            var here = stat()
+            var above = stat()
+            guard stat(current.path, &here) == 0, stat(parent.path, &above) == 0, here.st_dev == above.st_dev else { break }
+            current = parent
+        }
+        return current.path
+    }
+}

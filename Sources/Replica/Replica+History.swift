@@ -69,3 +69,76 @@ extension Replica {
         if dropped { files.removeContent(id) }
     }
 }
+
+/// A deleted file or folder still kept, as `icloudfs deleted` lists it.
+public struct DeletedItem: Codable, Sendable, Equatable {
+    public var id: String
+    /// Where it was, from the container's top (`/`-joined names).
+    public var path: String
+    public var folder: Bool
+    public var size: UInt64
+    public var time: Timestamp
+    public var device: String
+}
+
+/// Recently deleted items: listing them, and bringing one back.
+extension Replica {
+    /// How long before a folder's deletion the deletions below it by the same device count as
+    /// one (`rm -r` removes the files first): those come back with it.
+    static let deletedTogether: Int64 = 600
+
+    /// Deleted files and folders, newest first; with `path`, only those at or below it.
+    public func deletedItems(under path: String? = nil) -> [DeletedItem] {
+        state.withLock { state in
+            let tree = state.view
+            return tree.allIDs.compactMap { id -> DeletedItem? in
+                guard let item = tree.item(id), item.deleted, !tree.isLive(id), item.kind != .hardLink,
+                    let deletion = item.deletion, let itemPath = tree.path(of: id)
+                else { return nil }
+                if let path, !path.isEmpty, itemPath != path, !itemPath.hasPrefix(path + "/") { return nil }
+                return DeletedItem(
+                    id: id.rawValue, path: itemPath, folder: item.kind == .folder, size: item.size,
+                    time: deletion.time, device: deletion.device)
+            }.sorted { ($0.time, $0.path) > ($1.time, $1.path) }
+        }
+    }
+
+    /// Brings a deleted item back where it was (its folder too, if that was deleted), or
+    /// under `name` in that folder; a folder comes back with what was deleted with it.
+    /// Returns its path. A change like a rename: it syncs.
+    public func undelete(_ id: ItemID, as name: String? = nil) throws(ReplicaError) -> String {
+        if let name, let problem = ItemName.problem(with: name) { throw .invalidName(problem) }
+        return try state.withLock { state throws(ReplicaError) in
+            let tree = state.view
+            guard let item = tree.item(id), item.deleted, !tree.isLive(id), item.kind != .hardLink,
+                let deletion = item.deletion
+            else { throw .notFound }
+            var ops: [(ItemOperation, BaseVersion?)] = [
+                (.move(.init(id: id, base: 0, parent: item.parent, name: name ?? item.name)), nil)
+            ]
+            if item.kind == .folder {
+                let together = tree.allIDs.compactMap { tree.item($0) }.filter { below in
+                    guard below.deleted, let when = below.deletion, when.device == deletion.device,
+                        when.time <= deletion.time, when.time.seconds >= deletion.time.seconds - Replica.deletedTogether
+                    else { return false }
+                    return tree.isAncestor(id, of: below.id)
+                }
+                // Folders before what they hold.
+                let depth = { (item: Item) -> Int in
+                    var depth = 0
+                    var current = item.parent
+                    while current != id, let parent = tree.item(current), depth < Tree.maximumDepth {
+                        depth += 1
+                        current = parent.parent
+                    }
+                    return depth
+                }
+                for below in together.sorted(by: { depth($0) < depth($1) }) {
+                    ops.append((.move(.init(id: below.id, base: 0, parent: below.parent, name: below.name)), nil))
+                }
+            }
+            enqueue(ops, &state)
+            return state.view.path(of: id) ?? item.name
+        }
+    }
+}

@@ -182,7 +182,10 @@ package final class StateDatabase: Sendable {
         }
         migrator.registerMigration("v7 history") { db in
             // NULL: unknown (content folded before), no history.
-            for column in ["content_time_s INTEGER", "content_time_ns INTEGER", "content_device TEXT", "history BLOB"] {
+            for column in [
+                "content_time_s INTEGER", "content_time_ns INTEGER", "content_device TEXT", "history BLOB",
+                "deleted_s INTEGER", "deleted_ns INTEGER", "deleted_by TEXT",
+            ] {
                 try db.execute(sql: "ALTER TABLE item ADD COLUMN \(column)")
             }
         }
@@ -248,8 +251,8 @@ package final class StateDatabase: Sendable {
                 INSERT OR REPLACE INTO item (id, parent, name, kind, mode, mtime_s, mtime_ns, size,
                 chunks, target, xattrs, version, content_version, deleted, conflict_of, content_pending,
                 content_from, uid, gid, device, ctime_s, ctime_ns, atime_s, atime_ns, linked_item,
-                content_time_s, content_time_ns, content_device, history)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                content_time_s, content_time_ns, content_device, history, deleted_s, deleted_ns, deleted_by)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         for id in ids {
             guard let item = tree.item(id) else { continue }
@@ -266,6 +269,7 @@ package final class StateDatabase: Sendable {
                 item.atime?.seconds, item.atime.map { Int64($0.nanoseconds) }, item.linkedItem?.rawValue,
                 item.contentTime?.seconds, item.contentTime.map { Int64($0.nanoseconds) }, item.contentDevice,
                 item.history.map { FormatCoding.encode($0) },
+                item.deletion?.time.seconds, item.deletion.map { Int64($0.time.nanoseconds) }, item.deletion?.device,
             ])
         }
         try setMeta("head", String(tree.head), db)
@@ -288,7 +292,8 @@ package final class StateDatabase: Sendable {
             ctime: time(row, "ctime"), atime: time(row, "atime"),
             linkedItem: (row["linked_item"] as String?).map(ItemID.init),
             contentTime: time(row, "content_time"), contentDevice: row["content_device"],
-            history: try (row["history"] as Data?).map { try FormatCoding.decode([PastVersion].self, from: $0) })
+            history: try (row["history"] as Data?).map { try FormatCoding.decode([PastVersion].self, from: $0) },
+            deletion: time(row, "deleted").map { Deletion(time: $0, device: row["deleted_by"] ?? "") })
     }
 
     /// A time stored in the columns NAME_s and NAME_ns, if any.

@@ -281,9 +281,15 @@ struct FoldTests {
         let copy = try #require(journal.tree.conflictCopies(of: ItemID("f")).first)
         #expect(copy.contentDevice == "desk" && copy.history == nil)
         #expect(journal.tree.item(ItemID("f"))?.history?.count == 2)
+        // A deletion records when and by whom; bringing the item back (a move) clears it.
+        journal.commit("phone", at: 600, [.delete(.init(id: ItemID("f"), base: 4))])
+        #expect(journal.tree.item(ItemID("f"))?.deletion == Deletion(time: Timestamp(seconds: 600), device: "phone"))
         // Kept in snapshots.
         let restored = try SnapshotCoding.decode(SnapshotCoding.encode(Snapshot(of: journal.tree)))
         #expect(restored.tree == journal.tree)
+        journal.commit("laptop", at: 700, [.move(.init(id: ItemID("f"), base: 0, parent: .root, name: "f"))])
+        #expect(journal.tree.liveItem(ItemID("f"))?.deletion == nil)
+        #expect(journal.tree.item(ItemID("f"))?.history?.count == 2)
     }
 
     @Test("an edit beats a concurrent delete, in either order")

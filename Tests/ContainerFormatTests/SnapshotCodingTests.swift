@@ -39,7 +39,8 @@ struct SnapshotCodingTests {
                 contentDevice: index % 2 == 0 ? "device \(index % 3)" : nil,
                 history: index % 6 == 0
                     ? [PastVersion(seq: 1, time: Timestamp(seconds: -3), device: "d", size: 1000, chunks: Array(chunks.prefix(1)),
-                                   replaced: Timestamp(seconds: 9, nanoseconds: 8))] : nil))
+                                   replaced: Timestamp(seconds: 9, nanoseconds: 8))] : nil,
+                deletion: index % 5 == 0 ? Deletion(time: Timestamp(seconds: 77, nanoseconds: 1), device: "phone") : nil))
         }
         return Snapshot(of: Tree(items: items, head: 77))
     }

@@ -34,3 +34,39 @@ test_a_file_edited_five_times_shows_six_versions_on_another_device() {
     fails "$BIN/icloudfs" restore "$T/a/notes.txt" --version "$seq" --as "notes (v4).txt" 2>"$T/err"
     grep -q "exists" "$T/err"
 }
+
+test_a_deleted_folder_of_100_files_comes_back_whole() {
+    mount_device a
+    mount_device b
+    mkdir -p "$T/a/project/src"
+    for i in $(seq 1 100); do echo "file $i" > "$T/a/project/src/f$i.txt"; done
+    echo keep > "$T/a/other.txt"
+    (cd "$T/a" && find project -type f -exec sha256sum {} + | sort) > "$T/before"
+    sync_wait a
+    eventually 'test -e "$T/b/project/src/f100.txt"'
+    # Deleted on b; listed on a with where it was, when and by whom.
+    rm -r "$T/b/project"
+    rm "$T/b/other.txt"
+    sync_wait b
+    eventually '! test -e "$T/a/project"'
+    "$BIN/icloudfs" deleted "$T/a" > "$T/listing"
+    assert_eq "$(grep -c ' b ' "$T/listing")" 103 "entries deleted by b"
+    grep -q ' project/  \[' "$T/listing"
+    assert_eq "$("$BIN/icloudfs" deleted --json "$T/a" project/src | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))')" 101
+    # The folder comes back whole on a, and on b.
+    "$BIN/icloudfs" undelete "$T/a/project" > "$T/out"
+    grep -q "is back" "$T/out"
+    (cd "$T/a" && find project -type f -exec sha256sum {} + | sort) > "$T/after"
+    diff "$T/before" "$T/after"
+    sync_wait a
+    eventually 'test -e "$T/b/project/src/f100.txt"'
+    (cd "$T/b" && find project -type f -exec sha256sum {} + | sort) > "$T/on-b"
+    diff "$T/before" "$T/on-b"
+    # One file, by its id, under a new name; what is not deleted is not listed.
+    id=$("$BIN/icloudfs" deleted --json "$T/a" other.txt | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["id"])')
+    (cd "$T/a" && "$BIN/icloudfs" undelete "$id" --as "other (restored).txt")
+    assert_eq "$(cat "$T/a/other (restored).txt")" keep
+    assert_eq "$("$BIN/icloudfs" deleted --json "$T/a" project | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))')" 0
+    fails "$BIN/icloudfs" undelete "$T/a/never-there" 2>"$T/err"
+    grep -q "nothing deleted is kept there" "$T/err"
+}
