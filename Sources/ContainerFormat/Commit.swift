@@ -4,7 +4,8 @@ import Foundation
 public struct Commit: Hashable, Codable, Sendable {
     /// 2: operations may carry owners (`Owner`); format 1 entries are read as owned by 0.
     /// 3: hard links (items of kind `link`), and names as bytes (`NameBytes`).
-    public static let formatVersion = 3
+    /// 4: retention (`policy`, `expire`).
+    public static let formatVersion = 4
 
     public var format: Int
     /// Random, chosen once per queued commit: lets a device recognise its own commit after a
@@ -19,6 +20,10 @@ public struct Commit: Hashable, Codable, Sendable {
     /// Journal entries of this device whose pending content (metadata first) is now
     /// entirely in the store.
     public var uploaded: [UInt64]
+    /// A new retention policy (`icloudfs policy`).
+    public var policy: RetentionPolicy?
+    /// What the retention period no longer keeps goes (written by the collector).
+    public var expire: Expiry?
 
     public init(
         commitID: String, device: String, deviceID: String, time: Timestamp, ops: [ItemOperation],
@@ -34,7 +39,7 @@ public struct Commit: Hashable, Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case format, commitID = "commit", device, deviceID, time, ops, uploaded
+        case format, commitID = "commit", device, deviceID, time, ops, uploaded, policy, expire
     }
 
     public init(from decoder: any Decoder) throws {
@@ -50,6 +55,8 @@ public struct Commit: Hashable, Codable, Sendable {
         if format < 3 { ops = ops.map { $0.withLiteralNames() } }
         droppedOperations = decoded.count - ops.count
         uploaded = try container.decodeIfPresent([UInt64].self, forKey: .uploaded) ?? []
+        policy = try container.decodeIfPresent(RetentionPolicy.self, forKey: .policy)
+        expire = try container.decodeIfPresent(Expiry.self, forKey: .expire)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -61,6 +68,8 @@ public struct Commit: Hashable, Codable, Sendable {
         try container.encode(time, forKey: .time)
         try container.encode(ops, forKey: .ops)
         if !uploaded.isEmpty { try container.encode(uploaded, forKey: .uploaded) }
+        try container.encodeIfPresent(policy, forKey: .policy)
+        try container.encodeIfPresent(expire, forKey: .expire)
     }
 
     /// Not encoded; how many operations of a decoded entry could not be read.
@@ -69,7 +78,7 @@ public struct Commit: Hashable, Codable, Sendable {
     public static func == (lhs: Commit, rhs: Commit) -> Bool {
         lhs.format == rhs.format && lhs.commitID == rhs.commitID && lhs.device == rhs.device
             && lhs.deviceID == rhs.deviceID && lhs.time == rhs.time && lhs.ops == rhs.ops
-            && lhs.uploaded == rhs.uploaded
+            && lhs.uploaded == rhs.uploaded && lhs.policy == rhs.policy && lhs.expire == rhs.expire
     }
 
     public func hash(into hasher: inout Hasher) {

@@ -24,24 +24,27 @@ public struct Identity: Hashable, Codable, Sendable {
 /// The whole tree as of a journal sequence number, so a new device need not replay the
 /// journal from the start.
 /// Formats 2 to 5 are the protobuf form (`SnapshotCoding`; 3 adds owners, special files and
-/// times, 4 hard links, 5 history); format 1, JSON, is still read.
+/// times, 4 hard links, 5 history, 6 the retention policy); format 1, JSON, is still read.
 public struct Snapshot: Codable, Sendable {
-    public static let formatVersion = 5
+    public static let formatVersion = 6
 
     public var format: Int
     public var seq: UInt64
     /// Every item, tombstones included, sorted by id.
     public var items: [Item]
+    /// The retention policy the journal set (nil: the standard one).
+    public var policy: RetentionPolicy?
 
     public init(of tree: Tree) {
-        self.init(format: Snapshot.formatVersion, seq: tree.head, items: tree.allItems)
+        self.init(format: Snapshot.formatVersion, seq: tree.head, items: tree.allItems, policy: tree.policy)
     }
 
-    public init(format: Int, seq: UInt64, items: [Item]) {
+    public init(format: Int, seq: UInt64, items: [Item], policy: RetentionPolicy? = nil) {
         self.format = format
         self.seq = seq
         self.items = items
+        self.policy = policy
     }
 
-    public var tree: Tree { Tree(items: items, head: seq) }
+    public var tree: Tree { Tree(items: items, head: seq, policy: policy) }
 }

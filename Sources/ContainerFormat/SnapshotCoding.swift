@@ -10,6 +10,12 @@ public enum SnapshotCoding {
         message.format = UInt32(snapshot.format)
         message.seq = snapshot.seq
         message.items = snapshot.items.map(ItemMessage.init)
+        if let policy = snapshot.policy {
+            var retention = RetentionMessage()
+            retention.versionsSeconds = policy.versions
+            retention.deletedSeconds = policy.deleted
+            message.policy = retention
+        }
         // Serializing a message built here cannot fail (no required fields, no Any).
         return try! message.serializedBytes()
     }
@@ -22,7 +28,10 @@ public enum SnapshotCoding {
             let message = try SnapshotMessage(serializedBytes: data)
             var parents: [String: ItemID] = [:]
             let items = try message.items.map { try Item($0, parents: &parents) }
-            snapshot = Snapshot(format: Int(message.format), seq: message.seq, items: items)
+            snapshot = Snapshot(
+                format: Int(message.format), seq: message.seq, items: items,
+                policy: message.hasPolicy
+                    ? RetentionPolicy(versions: message.policy.versionsSeconds, deleted: message.policy.deletedSeconds) : nil)
         }
         if snapshot.format < 4 {  // written before names were bytes
             for index in snapshot.items.indices {

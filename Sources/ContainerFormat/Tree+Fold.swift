@@ -46,6 +46,14 @@ extension Tree {
             }
         }
         for entry in commit.uploaded { contentUploaded(entry, &fold) }
+        if let policy = commit.policy {
+            if policy.versions >= 0, policy.deleted >= 0 {
+                self.policy = policy
+            } else {
+                fold.reject("a retention policy of negative length")
+            }
+        }
+        if let expiry = commit.expire { expire(expiry, &fold) }
         head = seq
         return fold.outcome
     }
@@ -168,6 +176,29 @@ extension Tree {
         item.isContentPending = op.contentPending == true
         store(item)
         fold.outcome.changed.insert(item.id)
+    }
+
+    /// Past versions replaced, and tombstones deleted, before the expiry's times go: the
+    /// history each device shows is what the store keeps (FORMAT.md "Retention").
+    private mutating func expire(_ expiry: Expiry, _ fold: inout Fold) {
+        var expired = 0
+        for id in allIDs {
+            guard var item = items[id] else { continue }
+            if item.deleted, !isLive(id), id != .root, (item.deletion?.time ?? .zero) < expiry.deletedBefore {
+                purge(id)
+                fold.outcome.changed.insert(id)
+                expired += 1
+                continue
+            }
+            guard let history = item.history else { continue }
+            let kept = history.filter { $0.replaced >= expiry.versionsBefore }
+            guard kept.count != history.count else { continue }
+            expired += history.count - kept.count
+            item.history = kept.isEmpty ? nil : kept
+            store(item)
+            fold.outcome.changed.insert(id)
+        }
+        if expired > 0 { fold.note("\(expired) past version(s) and deleted item(s) expired") }
     }
 
     /// The content an earlier entry announced (metadata first) is complete in the store now:

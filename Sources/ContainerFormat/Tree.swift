@@ -6,6 +6,8 @@
 public struct Tree: Sendable {
     /// The sequence number of the last journal entry applied (0: none).
     public internal(set) var head: UInt64
+    /// The retention policy the journal set last (nil: `RetentionPolicy.standard`).
+    public internal(set) var policy: RetentionPolicy?
     var items: ItemTable
     /// Live children of each folder by name.
     var childIndex: [ItemID: [NameKey: ItemID]]
@@ -23,6 +25,7 @@ public struct Tree: Sendable {
     /// An empty container: the root folder only.
     public init() {
         head = 0
+        policy = nil
         items = ItemTable()
         items[.root] = .rootFolder()
         childIndex = [:]
@@ -33,9 +36,10 @@ public struct Tree: Sendable {
     }
 
     /// The tree a snapshot records.
-    public init(items list: [Item], head: UInt64) {
+    public init(items list: [Item], head: UInt64, policy: RetentionPolicy? = nil) {
         self.init()
         self.head = head
+        self.policy = policy
         items = ItemTable(capacity: list.count + 1)
         items[.root] = .rootFolder()
         for item in list {
@@ -154,6 +158,13 @@ public struct Tree: Sendable {
         insertIntoIndexes(item)
     }
 
+    /// Takes `id` out of the tree altogether (a tombstone the retention period no longer keeps).
+    mutating func purge(_ id: ItemID) {
+        guard let old = items[id] else { return }
+        removeFromIndexes(old)
+        items[id] = nil
+    }
+
     /// Makes `ids` (and the head) as they are in `other`: a view that differs from `other`
     /// only in those items becomes equal to it without a copy of the whole tree.
     mutating func reset(_ ids: some Sequence<ItemID>, to other: Tree) {
@@ -165,6 +176,7 @@ public struct Tree: Sendable {
             if let item = other.items[id] { insertIntoIndexes(item) }
         }
         head = other.head
+        policy = other.policy
     }
 
     private mutating func insertIntoIndexes(_ item: Item) {
@@ -211,6 +223,6 @@ public struct Tree: Sendable {
 extension Tree: Equatable {
     /// Equal trees hold equal items at the same head (indexes follow from the items).
     public static func == (lhs: Tree, rhs: Tree) -> Bool {
-        lhs.head == rhs.head && lhs.items == rhs.items
+        lhs.head == rhs.head && lhs.policy == rhs.policy && lhs.items == rhs.items
     }
 }

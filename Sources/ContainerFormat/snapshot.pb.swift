@@ -103,6 +103,32 @@ nonisolated struct SnapshotMessage: Sendable {
   /// Every item, tombstones included, sorted by id.
   var items: [ItemMessage] = []
 
+  /// The retention policy the journal set (format 6; absent: 30 days of each).
+  var policy: RetentionMessage {
+    get {_policy ?? RetentionMessage()}
+    set {_policy = newValue}
+  }
+  /// Returns true if `policy` has been explicitly set.
+  var hasPolicy: Bool {self._policy != nil}
+  /// Clears the value of `policy`. Subsequent reads from it will return its default value.
+  mutating func clearPolicy() {self._policy = nil}
+
+  var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  init() {}
+
+  fileprivate var _policy: RetentionMessage? = nil
+}
+
+nonisolated struct RetentionMessage: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  var versionsSeconds: Int64 = 0
+
+  var deletedSeconds: Int64 = 0
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -414,7 +440,7 @@ nonisolated extension KindMessage: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".SnapshotMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}format\0\u{1}seq\0\u{1}items\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}format\0\u{1}seq\0\u{1}items\0\u{1}policy\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -425,12 +451,17 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
       case 1: try { try decoder.decodeSingularUInt32Field(value: &self.format) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
       case 3: try { try decoder.decodeRepeatedMessageField(value: &self.items) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._policy) }()
       default: break
       }
     }
   }
 
   func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if self.format != 0 {
       try visitor.visitSingularUInt32Field(value: self.format, fieldNumber: 1)
     }
@@ -440,6 +471,9 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
     if !self.items.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.items, fieldNumber: 3)
     }
+    try { if let v = self._policy {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -447,6 +481,42 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
     if lhs.format != rhs.format {return false}
     if lhs.seq != rhs.seq {return false}
     if lhs.items != rhs.items {return false}
+    if lhs._policy != rhs._policy {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension RetentionMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  static let protoMessageName: String = _protobuf_package + ".RetentionMessage"
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}versions_seconds\0\u{3}deleted_seconds\0")
+
+  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt64Field(value: &self.versionsSeconds) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.deletedSeconds) }()
+      default: break
+      }
+    }
+  }
+
+  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.versionsSeconds != 0 {
+      try visitor.visitSingularInt64Field(value: self.versionsSeconds, fieldNumber: 1)
+    }
+    if self.deletedSeconds != 0 {
+      try visitor.visitSingularInt64Field(value: self.deletedSeconds, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  static func ==(lhs: RetentionMessage, rhs: RetentionMessage) -> Bool {
+    if lhs.versionsSeconds != rhs.versionsSeconds {return false}
+    if lhs.deletedSeconds != rhs.deletedSeconds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

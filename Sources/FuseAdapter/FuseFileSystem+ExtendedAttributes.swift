@@ -18,6 +18,9 @@ extension FuseFileSystem {
     static let conflictCopies = "user.icloud.conflictCopies"
     /// Not listed: a file's versions, newest first, as JSON (`icloudfs versions`).
     static let versions = "user.icloud.versions"
+    /// On the mount root, not listed: "versions=SECONDS deleted=SECONDS", the container's
+    /// retention policy; written, it sets it (`icloudfs policy`).
+    static let policy = "user.icloud.policy"
 
     /// Attributes that are actions (INTERFACE.md): writing them does something.
     enum Action: String {
@@ -55,6 +58,9 @@ extension FuseFileSystem {
                 value = Data("\(usage.total) \(usage.unevictable) \(replica.configuration.cacheSize)".utf8)
             } else if name == Self.cacheFolder, item == .root {
                 value = Data(replica.configuration.cacheDirectory.utf8)
+            } else if name == Self.policy, item == .root {
+                let policy = replica.retentionPolicy
+                value = Data("versions=\(policy.versions) deleted=\(policy.deleted)".utf8)
             } else if name == Self.versions {
                 value = FormatCoding.encode(try replica.versions(of: item))
             } else if name == Self.conflictCopies {
@@ -104,6 +110,9 @@ extension FuseFileSystem {
     }
 
     func setxattr(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ value: Data, _ flags: Int32) {
+        if name == Self.policy {
+            return setPolicy(request, inode, value)
+        }
         if name.hasPrefix(Self.icloudPrefix) {
             return act(request, inode, name, value)
         }
@@ -135,6 +144,25 @@ extension FuseFileSystem {
             } catch ReplicaError.notFound {
                 return request.error(ENODATA)
             }
+            request.ok()
+        }
+    }
+
+    /// "versions=SECONDS deleted=SECONDS" (either may be left out: it stays) on the root.
+    private func setPolicy(_ request: Request, _ inode: fuse_ino_t, _ value: Data) {
+        guard inode == UInt64(FUSE_ROOT_ID) else { return request.error(EINVAL) }
+        var policy = replica.retentionPolicy
+        for field in String(decoding: value, as: UTF8.self).split(whereSeparator: \.isWhitespace) {
+            let parts = field.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, let seconds = Int64(parts[1]), seconds >= 0 else { return request.error(EINVAL) }
+            switch parts[0] {
+            case "versions": policy.versions = seconds
+            case "deleted": policy.deleted = seconds
+            default: return request.error(EINVAL)
+            }
+        }
+        answerLater(request) { [replica, policy] in
+            try await replica.setRetentionPolicy(policy)
             request.ok()
         }
     }

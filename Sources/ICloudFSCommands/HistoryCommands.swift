@@ -209,3 +209,58 @@ enum DeletedListing {
         return current.path
     }
 }
+
+/// `icloudfs policy MOUNTPOINT [--versions D] [--deleted D]`
+struct PolicyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "policy",
+        abstract: "Show or set how long the container keeps earlier versions and deleted items.",
+        discussion: """
+            Durations like 30d, 12h, 2w (default 30d each). The policy is the container's: \
+            set on one device, it holds on all (an entry of the journal; needs the store).
+            """)
+
+    @Argument(help: "The mount point.")
+    var mountPoint: String
+
+    @Option(help: "How long an earlier version is kept after it was replaced.")
+    var versions: String?
+
+    @Option(help: "How long a deleted item is kept after it was deleted.")
+    var deleted: String?
+
+    func run() async throws {
+        let root = try DeletedListing.mountRoot(of: mountPoint)
+        var fields: [String] = []
+        for (name, text) in [("versions", versions), ("deleted", deleted)] {
+            guard let text else { continue }
+            guard let duration = MountOptions.duration(text) else {
+                throw ExitMessage("--\(name) \(text): expected a duration like 30d, 12h or 90s")
+            }
+            fields.append("\(name)=\(duration.components.seconds)")
+        }
+        if !fields.isEmpty {
+            do {
+                try ExtendedAttributes.set("user.icloud.policy", fields.joined(separator: " "), of: root)
+            } catch let error as ExtendedAttributes.Failure {
+                throw ExitMessage("\(mountPoint): the policy was not set: \(error) (it needs the store)")
+            }
+        }
+        guard let shown = ExtendedAttributes.get("user.icloud.policy", of: root) else {
+            throw ExitMessage("\(mountPoint): not an icloudfs mount point")
+        }
+        let values = Dictionary(uniqueKeysWithValues: shown.split(separator: " ").compactMap { field -> (String, Int64)? in
+            let parts = field.split(separator: "=")
+            return parts.count == 2 ? (String(parts[0]), Int64(parts[1]) ?? 0) : nil
+        })
+        print("versions kept \(Self.days(values["versions"] ?? 0)) after they are replaced")
+        print("deleted items kept \(Self.days(values["deleted"] ?? 0)) after they are deleted")
+    }
+
+    /// `30 days`, `12 hours`, `90 seconds`.
+    static func days(_ seconds: Int64) -> String {
+        if seconds % 86_400 == 0 { return "\(seconds / 86_400) day\(seconds == 86_400 ? "" : "s")" }
+        if seconds % 3600 == 0 { return "\(seconds / 3600) hour\(seconds == 3600 ? "" : "s")" }
+        return "\(seconds) second\(seconds == 1 ? "" : "s")"
+    }
+}

@@ -110,9 +110,9 @@ public struct MountOptions: Sendable, Equatable {
         return UInt64(digits)
     }
 
-    /// `2s`, `500ms`, `1m`, or plain seconds.
+    /// `2s`, `500ms`, `1m`, `12h`, `30d`, `2w`, or plain seconds.
     public static func duration(_ text: String) -> Duration? {
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400), ("w", 604_800)]
         for (suffix, scale) in units where text.hasSuffix(suffix) {
             return Double(text.dropLast(suffix.count)).flatMap { milliseconds($0 * scale * 1000) }
         }

@@ -142,3 +142,23 @@ extension Replica {
         }
     }
 }
+
+/// The container's retention policy (FORMAT.md "Retention").
+extension Replica {
+    /// The policy the journal set, as far as this device has read it.
+    public var retentionPolicy: RetentionPolicy {
+        state.withLock { $0.device.synced.policy ?? .standard }
+    }
+
+    /// Sets the container's policy: an entry of its own, written now (not queued: it needs
+    /// the store), which every device folds.
+    public func setRetentionPolicy(_ policy: RetentionPolicy) async throws {
+        try await syncLock.withLock {
+            try await pullUnlocked()
+            var commit = Commit(
+                commitID: UUID().uuidString, device: configuration.deviceName, deviceID: deviceID, time: .now(), ops: [])
+            commit.policy = policy
+            try await appendAtNextFreeNumber { _, _ in commit }
+        }
+    }
+}

@@ -350,7 +350,7 @@ extension Replica {
 
     /// Appends a commit at the next free journal number, catching up on the entries other
     /// devices took first. `make` builds the commit for a number, nil when none is due.
-    private func appendAtNextFreeNumber(_ make: (inout ReplicaState, UInt64) -> Commit?) async throws {
+    func appendAtNextFreeNumber(_ make: (inout ReplicaState, UInt64) -> Commit?) async throws {
         while true {
             let attempt = state.withLock { state -> (UInt64, Commit)? in
                 let seq = state.device.synced.head + 1

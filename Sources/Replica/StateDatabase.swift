@@ -242,7 +242,8 @@ package final class StateDatabase: Sendable {
         while let row = try rows.next() {
             items.append(try StateDatabase.item(from: row))
         }
-        return Tree(items: items, head: head)
+        let policy = try meta("policy", db).map { try FormatCoding.decode(RetentionPolicy.self, from: Data($0.utf8)) }
+        return Tree(items: items, head: head, policy: policy)
     }
 
     func saveItems(_ ids: some Sequence<ItemID>, of tree: Tree, _ db: Database) throws {
@@ -254,8 +255,12 @@ package final class StateDatabase: Sendable {
                 content_time_s, content_time_ns, content_device, history, deleted_s, deleted_ns, deleted_by)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
+        let purge = try db.cachedStatement(sql: "DELETE FROM item WHERE id = ?")
         for id in ids {
-            guard let item = tree.item(id) else { continue }
+            guard let item = tree.item(id) else {
+                try purge.execute(arguments: [id.rawValue])  // expired: gone from the tree
+                continue
+            }
             try statement.execute(arguments: [
                 item.id.rawValue, item.parent.rawValue, item.name, item.kind.rawValue, Int64(item.mode),
                 item.mtime.seconds, Int64(item.mtime.nanoseconds), Int64(item.size),
@@ -273,6 +278,7 @@ package final class StateDatabase: Sendable {
             ])
         }
         try setMeta("head", String(tree.head), db)
+        try setMeta("policy", tree.policy.map { String(decoding: FormatCoding.encode($0), as: UTF8.self) }, db)
     }
 
     static func item(from row: Row) throws -> Item {

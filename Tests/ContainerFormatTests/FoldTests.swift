@@ -292,6 +292,38 @@ struct FoldTests {
         #expect(journal.tree.item(ItemID("f"))?.history?.count == 2)
     }
 
+    @Test("retention: a policy entry sets it; an expiry drops past versions and tombstones older than it, on every device alike")
+    func expiry() throws {
+        var journal = Journal()
+        journal.commit("a", at: 100, [file("f", "f.txt", "v1"), file("g", "g.txt", "gone"), folder("d", "d")])
+        journal.commit("a", at: 200, [edit("f", base: 1, "v2")])
+        journal.commit("a", at: 300, [edit("f", base: 2, "v3"), .delete(.init(id: ItemID("g"), base: 1))])
+        journal.commit("a", at: 400, [.delete(.init(id: ItemID("d"), base: 0))])
+        #expect(journal.tree.policy == nil)
+        var policy = Commit(commitID: "p", device: "a", deviceID: "a", time: Timestamp(seconds: 450), ops: [])
+        policy.policy = RetentionPolicy(versions: 150, deleted: 120)
+        journal.tree.apply(policy, seq: journal.tree.head + 1)
+        #expect(journal.tree.policy == RetentionPolicy(versions: 150, deleted: 120))
+        // At 500: versions replaced before 350 go (v1 at 200, v2 at 300); deletions before 380 (g).
+        var expire = Commit(commitID: "e", device: "a", deviceID: "a", time: Timestamp(seconds: 500), ops: [])
+        expire.expire = RetentionPolicy(versions: 150, deleted: 120).expiry(at: Timestamp(seconds: 500))
+        #expect(expire.expire == Expiry(versionsBefore: Timestamp(seconds: 350), deletedBefore: Timestamp(seconds: 380)))
+        let outcome = journal.tree.apply(expire, seq: journal.tree.head + 1)
+        #expect(outcome.changed == [ItemID("f"), ItemID("g")])
+        #expect(journal.tree.item(ItemID("f"))?.history == nil)
+        #expect(journal.tree.item(ItemID("g")) == nil)
+        #expect(journal.tree.item(ItemID("d"))?.deleted == true)  // deleted at 400: kept
+        // Kept in snapshots; and entries round-trip in JSON.
+        let restored = try SnapshotCoding.decode(SnapshotCoding.encode(Snapshot(of: journal.tree)))
+        #expect(restored.tree == journal.tree)
+        #expect(try FormatCoding.decode(Commit.self, from: FormatCoding.encode(expire)) == expire)
+        // A negative policy is refused.
+        var bad = policy
+        bad.policy = RetentionPolicy(versions: -1, deleted: 0)
+        #expect(journal.tree.apply(bad, seq: journal.tree.head + 1).rejected.count == 1)
+        #expect(journal.tree.policy == RetentionPolicy(versions: 150, deleted: 120))
+    }
+
     @Test("an edit beats a concurrent delete, in either order")
     func editBeatsDelete() {
         var first = Journal()
