@@ -67,11 +67,22 @@ let package = Package(
             ],
             exclude: ["Protos"]
         ),
+        // Collection: expires history past the retention policy, deletes chunks nothing
+        // names, compacts the journal behind a snapshot (docs/FORMAT.md "Collection").
+        .target(
+            name: "Collection",
+            dependencies: [
+                "ContainerFormat",
+                "BlobStore",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // One device's local state: database, content cache, upload queue, change feed.
         .target(
             name: "Replica",
             dependencies: [
                 "ContainerFormat",
+                "Collection",
                 "BlobStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -95,6 +106,7 @@ let package = Package(
                 "CLinux",
                 "FuseAdapter",
                 "Replica",
+                "Collection",
                 "ContainerFormat",
                 "BlobStore",
                 "BlobStoreS3",
@@ -126,7 +138,7 @@ let package = Package(
         .testTarget(
             name: "BlobStoreS3Tests",
             dependencies: ["BlobStoreS3", "BlobStore", "Replica", "ContainerFormat", "TestSupport", "icloudfs-testhelper"]),
-        .testTarget(name: "ContainerFormatTests", dependencies: ["ContainerFormat", "TestSupport"]),
+        .testTarget(name: "ContainerFormatTests", dependencies: ["ContainerFormat", "Collection", "TestSupport"]),
         // Every decoder of untrusted bytes as a fuzz target (Scripts/fuzz), and its corpus replayed.
         .target(name: "FuzzTargets", dependencies: ["ContainerFormat", "Replica", "BlobStoreS3"], path: "Tests/Fuzz/Targets"),
         .executableTarget(name: "icloudfs-fuzz", dependencies: ["FuzzTargets", "CLinux"], path: "Tests/Fuzz/Main"),

@@ -28,9 +28,10 @@ public protocol BlobStore: Sendable {
     /// Creates or replaces the object.
     func put(_ key: BlobKey, data: Data) async throws
 
-    /// Up to `limit` keys that start with `prefix` and sort after `after`, in byte order
-    /// (S3 `ListObjectsV2` with `start-after`). Page by passing the last key back.
-    func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [BlobKey]
+    /// Up to `limit` objects whose keys start with `prefix` and sort after `after`, in byte
+    /// order, with their sizes and times (S3 `ListObjectsV2` with `start-after`). Page by
+    /// passing the last key back.
+    func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [StoredObject]
 
     /// Removes the object; removing an absent key is not an error.
     func delete(_ key: BlobKey) async throws
@@ -74,15 +75,29 @@ extension BlobStore {
         }
     }
 
-    /// Every key under `prefix`, paging through ``list(prefix:after:limit:)``.
-    public func listAll(prefix: String, after: BlobKey? = nil) async throws -> [BlobKey] {
-        var keys: [BlobKey] = []
+    /// Every object under `prefix`, paging through ``list(prefix:after:limit:)``.
+    public func listAll(prefix: String, after: BlobKey? = nil) async throws -> [StoredObject] {
+        var objects: [StoredObject] = []
         var cursor = after
         while true {
             let page = try await list(prefix: prefix, after: cursor, limit: 1000)
-            keys += page
-            guard page.count == 1000, let last = page.last else { return keys }
-            cursor = last
+            objects += page
+            guard page.count == 1000, let last = page.last else { return objects }
+            cursor = last.key
         }
+    }
+}
+
+/// One object of a listing.
+public struct StoredObject: Hashable, Sendable {
+    public var key: BlobKey
+    public var size: UInt64
+    /// When it was last written (S3 `LastModified`; a directory store's file mtime).
+    public var modified: Date
+
+    public init(key: BlobKey, size: UInt64, modified: Date) {
+        self.key = key
+        self.size = size
+        self.modified = modified
     }
 }

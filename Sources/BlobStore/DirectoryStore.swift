@@ -111,17 +111,17 @@ public struct DirectoryStore: BlobStore {
         try await write(key, data: data, replacing: true)
     }
 
-    public func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [BlobKey] {
-        try await BlockingIO.run { () throws -> [BlobKey] in
+    public func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [StoredObject] {
+        try await BlockingIO.run { () throws -> [StoredObject] in
             try self.requireRoot()
             // Walk only the folder the prefix names; keys are files below it.
             let slash = prefix.lastIndex(of: "/").map { prefix[..<$0] } ?? ""
-            var found: [BlobKey] = []
-            self.collectKeys(under: String(slash), into: &found)
-            let matching = found.filter { key in
-                key.rawValue.hasPrefix(prefix) && (after.map { after in after < key } ?? true)
+            var found: [StoredObject] = []
+            self.collectObjects(under: String(slash), into: &found)
+            let matching = found.filter { object in
+                object.key.rawValue.hasPrefix(prefix) && (after.map { after in after < object.key } ?? true)
             }
-            return Array(matching.sorted().prefix(limit))
+            return Array(matching.sorted { $0.key < $1.key }.prefix(limit))
         }
     }
 
@@ -198,9 +198,9 @@ public struct DirectoryStore: BlobStore {
         }
     }
 
-    /// Keys below `relative`. Symbolic links are never followed (a link to a parent folder
+    /// Objects below `relative`. Symbolic links are never followed (a link to a parent folder
     /// would recurse forever) and the walk stops at a depth no key reaches.
-    private func collectKeys(under relative: String, into keys: inout [BlobKey], depth: Int = 0) {
+    private func collectObjects(under relative: String, into objects: inout [StoredObject], depth: Int = 0) {
         let folder = relative.isEmpty ? root : root.appending(relative)
         guard depth < DirectoryStore.maximumKeyDepth,
             let entries = try? FileManager.default.contentsOfDirectory(atPath: folder.string)
@@ -212,9 +212,11 @@ public struct DirectoryStore: BlobStore {
             var info = stat()
             guard lstat(folder.appending(entry).string, &info) == 0 else { continue }
             if info.st_mode & S_IFMT == S_IFDIR {
-                collectKeys(under: child, into: &keys, depth: depth + 1)
+                collectObjects(under: child, into: &objects, depth: depth + 1)
             } else if let key = try? BlobKey(child) {
-                keys.append(key)
+                let modified = Date(
+                    timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
+                objects.append(StoredObject(key: key, size: UInt64(info.st_size), modified: modified))
             }
         }
     }

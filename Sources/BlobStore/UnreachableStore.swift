@@ -14,6 +14,6 @@ public struct UnreachableStore: BlobStore {
     public func size(of key: BlobKey) async throws -> UInt64? { throw failure }
     public func putIfAbsent(_ key: BlobKey, data: Data) async throws { throw failure }
     public func put(_ key: BlobKey, data: Data) async throws { throw failure }
-    public func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [BlobKey] { throw failure }
+    public func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [StoredObject] { throw failure }
     public func delete(_ key: BlobKey) async throws { throw failure }
 }

@@ -122,13 +122,13 @@ public struct S3Store: BlobStore {
         noteBucketSeen()
     }
 
-    public func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [BlobKey] {
-        var keys: [BlobKey] = []
+    public func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [StoredObject] {
+        var objects: [StoredObject] = []
         var token: String?
-        while keys.count < limit {
+        while objects.count < limit {
             var query: [(name: String, value: String)] = [
                 ("list-type", "2"), ("prefix", s3Location.objectKey(prefix)),
-                ("max-keys", String(min(limit - keys.count, 1000))),
+                ("max-keys", String(min(limit - objects.count, 1000))),
             ]
             if let token {
                 query.append(("continuation-token", token))
@@ -144,16 +144,17 @@ public struct S3Store: BlobStore {
             } catch {
                 throw StoreError.failed("S3 list of \(prefix) in bucket '\(s3Location.bucket)': \(error)")
             }
-            for objectKey in page.keys {
+            for object in page.objects {
                 // Objects written by other tools may have names that are not store keys.
-                if let storeKey = s3Location.storeKey(fromObjectKey: objectKey), let key = try? BlobKey(storeKey) {
-                    keys.append(key)
+                if let storeKey = s3Location.storeKey(fromObjectKey: object.key), let key = try? BlobKey(storeKey) {
+                    // A time that cannot be read counts as now: collection keeps such objects.
+                    objects.append(StoredObject(key: key, size: object.size, modified: object.modified ?? Date()))
                 }
             }
             guard page.isTruncated, let next = page.nextContinuationToken else { break }
             token = next
         }
-        return Array(keys.prefix(limit))
+        return Array(objects.prefix(limit))
     }
 
     public func delete(_ key: BlobKey) async throws {

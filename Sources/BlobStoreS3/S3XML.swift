@@ -6,9 +6,24 @@ import FoundationXML
 
 /// One page of `ListObjectsV2`.
 package struct S3ListPage: Equatable {
-    var keys: [String] = []
+    /// Each object's key, size and `LastModified` text, in the order listed.
+    var objects: [S3ListedObject] = []
+    var keys: [String] { objects.map(\.key) }
     var isTruncated = false
     var nextContinuationToken: String?
+}
+
+package struct S3ListedObject: Equatable {
+    var key: String
+    var size: UInt64 = 0
+    var lastModified = ""
+
+    /// `LastModified` (ISO 8601, e.g. `2026-11-25T04:30:00.000Z`); nil if it is not one.
+    var modified: Date? {
+        let withFraction = ISO8601DateFormatter()
+        withFraction.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return withFraction.date(from: lastModified) ?? ISO8601DateFormatter().date(from: lastModified)
+    }
 }
 
 /// The `<Error>` body S3 sends with a failure status.
@@ -25,7 +40,11 @@ package enum S3XML {
         var page = S3ListPage()
         let found = try collect(data) { path, text in
             switch path {
-            case ["ListBucketResult", "Contents", "Key"]: page.keys.append(text)
+            case ["ListBucketResult", "Contents", "Key"]: page.objects.append(S3ListedObject(key: text))
+            case ["ListBucketResult", "Contents", "Size"] where !page.objects.isEmpty:
+                page.objects[page.objects.count - 1].size = UInt64(text) ?? 0
+            case ["ListBucketResult", "Contents", "LastModified"] where !page.objects.isEmpty:
+                page.objects[page.objects.count - 1].lastModified = text
             case ["ListBucketResult", "IsTruncated"]: page.isTruncated = text == "true"
             case ["ListBucketResult", "NextContinuationToken"]: page.nextContinuationToken = text
             default: break

@@ -176,7 +176,7 @@ public struct ContainerStore: Sendable {
 
     /// The newest snapshot that can be read, with a line for each one that could not.
     public func latestSnapshot() async throws -> (snapshot: Snapshot?, problems: [String]) {
-        let keys = try await store.listAll(prefix: "\(container)/snapshots/")
+        let keys = try await store.listAll(prefix: "\(container)/snapshots/").map(\.key)
         var problems: [String] = []
         for key in keys.reversed() {
             do {

@@ -306,3 +306,23 @@ public struct Item: Hashable, Codable, Sendable {
         Item(id: .root, parent: .root, name: "", kind: .folder, mode: 0o755, mtime: .zero)
     }
 }
+
+extension Timestamp {
+    public static func now() -> Timestamp {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Timestamp(seconds: Int64(spec.tv_sec), nanoseconds: UInt32(spec.tv_nsec))
+    }
+
+    /// This time moved by `seconds` (clamped to the valid range).
+    public func adding(seconds: Int64) -> Timestamp {
+        Timestamp(clamping: self.seconds + seconds, nanoseconds: nanoseconds)
+    }
+
+    public var date: Date { Date(timeIntervalSince1970: Double(seconds) + Double(nanoseconds) / 1e9) }
+
+    public init(_ date: Date) {
+        let seconds = date.timeIntervalSince1970.rounded(.down)
+        self.init(clamping: Int64(seconds), nanoseconds: UInt32((date.timeIntervalSince1970 - seconds) * 1e9))
+    }
+}

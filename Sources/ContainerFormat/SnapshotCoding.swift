@@ -14,6 +14,7 @@ public enum SnapshotCoding {
             var retention = RetentionMessage()
             retention.versionsSeconds = policy.versions
             retention.deletedSeconds = policy.deleted
+            retention.graceSeconds = policy.grace
             message.policy = retention
         }
         // Serializing a message built here cannot fail (no required fields, no Any).
@@ -31,7 +32,10 @@ public enum SnapshotCoding {
             snapshot = Snapshot(
                 format: Int(message.format), seq: message.seq, items: items,
                 policy: message.hasPolicy
-                    ? RetentionPolicy(versions: message.policy.versionsSeconds, deleted: message.policy.deletedSeconds) : nil)
+                    ? RetentionPolicy(
+                        versions: message.policy.versionsSeconds, deleted: message.policy.deletedSeconds,
+                        grace: message.policy.graceSeconds)
+                    : nil)
         }
         if snapshot.format < 4 {  // written before names were bytes
             for index in snapshot.items.indices {

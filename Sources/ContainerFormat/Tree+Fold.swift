@@ -47,7 +47,7 @@ extension Tree {
         }
         for entry in commit.uploaded { contentUploaded(entry, &fold) }
         if let policy = commit.policy {
-            if policy.versions >= 0, policy.deleted >= 0 {
+            if policy.versions >= 0, policy.deleted >= 0, policy.grace >= 0 {
                 self.policy = policy
             } else {
                 fold.reject("a retention policy of negative length")

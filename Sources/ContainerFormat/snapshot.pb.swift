@@ -129,6 +129,8 @@ nonisolated struct RetentionMessage: Sendable {
 
   var deletedSeconds: Int64 = 0
 
+  var graceSeconds: Int64 = 0
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -489,7 +491,7 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension RetentionMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".RetentionMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}versions_seconds\0\u{3}deleted_seconds\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}versions_seconds\0\u{3}deleted_seconds\0\u{3}grace_seconds\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -499,6 +501,7 @@ nonisolated extension RetentionMessage: SwiftProtobuf.Message, SwiftProtobuf._Me
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularInt64Field(value: &self.versionsSeconds) }()
       case 2: try { try decoder.decodeSingularInt64Field(value: &self.deletedSeconds) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.graceSeconds) }()
       default: break
       }
     }
@@ -511,12 +514,16 @@ nonisolated extension RetentionMessage: SwiftProtobuf.Message, SwiftProtobuf._Me
     if self.deletedSeconds != 0 {
       try visitor.visitSingularInt64Field(value: self.deletedSeconds, fieldNumber: 2)
     }
+    if self.graceSeconds != 0 {
+      try visitor.visitSingularInt64Field(value: self.graceSeconds, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   static func ==(lhs: RetentionMessage, rhs: RetentionMessage) -> Bool {
     if lhs.versionsSeconds != rhs.versionsSeconds {return false}
     if lhs.deletedSeconds != rhs.deletedSeconds {return false}
+    if lhs.graceSeconds != rhs.graceSeconds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

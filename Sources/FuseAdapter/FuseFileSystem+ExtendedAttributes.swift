@@ -2,6 +2,7 @@ import CFuse3
 import ContainerFormat
 import Foundation
 import Replica
+import Synchronization
 
 /// `getxattr`, `listxattr`, `setxattr`, `removexattr`: the `user.icloud.*` sync attributes
 /// (computed, INTERFACE.md) and the attributes programs set (`user.*`, `trusted.*`,
@@ -18,9 +19,11 @@ extension FuseFileSystem {
     static let conflictCopies = "user.icloud.conflictCopies"
     /// Not listed: a file's versions, newest first, as JSON (`icloudfs versions`).
     static let versions = "user.icloud.versions"
-    /// On the mount root, not listed: "versions=SECONDS deleted=SECONDS", the container's
+    /// On the mount root, not listed: "versions=S deleted=S grace=S", the container's
     /// retention policy; written, it sets it (`icloudfs policy`).
     static let policy = "user.icloud.policy"
+    /// On the mount root, not listed: the store's usage as JSON (`icloudfs status`).
+    static let storeUsage = "user.icloud.storeUsage"
 
     /// Attributes that are actions (INTERFACE.md): writing them does something.
     enum Action: String {
@@ -37,6 +40,9 @@ extension FuseFileSystem {
         case listDeleted = "user.icloud.listDeleted"
         /// On the mount root: "ID", or "ID" and a line with a new name (`icloudfs undelete`).
         case undelete = "user.icloud.undelete"
+        /// On the mount root: "TOKEN", or "TOKEN" and a line "dry" (`icloudfs gc`): starts a
+        /// collection whose progress and result go to `listings/TOKEN.gc` in the cache folder.
+        case collect = "user.icloud.collect"
     }
 
     /// Whether this mount keeps attribute `name`. SELinux labels are not: SELinux labels a
@@ -50,6 +56,15 @@ extension FuseFileSystem {
 
     func getxattr(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ size: Int) {
         guard name.hasPrefix(Self.icloudPrefix) || keeps(name) else { return request.error(ENOTSUP) }
+        if name == Self.storeUsage, inode == UInt64(FUSE_ROOT_ID) {
+            // Lists the store: not on a FUSE worker.
+            return answerLater(request) { [replica] in
+                let value = FormatCoding.encode(try await replica.storeUsage())
+                if size == 0 { return request.xattrSize(value.count) }
+                guard size >= value.count else { return request.error(ERANGE) }
+                request.buffer(value)
+            }
+        }
         answer(request) {
             let item = try id(inode)
             let value: Data?
@@ -60,7 +75,7 @@ extension FuseFileSystem {
                 value = Data(replica.configuration.cacheDirectory.utf8)
             } else if name == Self.policy, item == .root {
                 let policy = replica.retentionPolicy
-                value = Data("versions=\(policy.versions) deleted=\(policy.deleted)".utf8)
+                value = Data("versions=\(policy.versions) deleted=\(policy.deleted) grace=\(policy.grace)".utf8)
             } else if name == Self.versions {
                 value = FormatCoding.encode(try replica.versions(of: item))
             } else if name == Self.conflictCopies {
@@ -148,7 +163,8 @@ extension FuseFileSystem {
         }
     }
 
-    /// "versions=SECONDS deleted=SECONDS" (either may be left out: it stays) on the root.
+    /// "versions=SECONDS deleted=SECONDS grace=SECONDS" (any may be left out: it stays) on
+    /// the root.
     private func setPolicy(_ request: Request, _ inode: fuse_ino_t, _ value: Data) {
         guard inode == UInt64(FUSE_ROOT_ID) else { return request.error(EINVAL) }
         var policy = replica.retentionPolicy
@@ -158,6 +174,7 @@ extension FuseFileSystem {
             switch parts[0] {
             case "versions": policy.versions = seconds
             case "deleted": policy.deleted = seconds
+            case "grace": policy.grace = seconds
             default: return request.error(EINVAL)
             }
         }
@@ -167,16 +184,38 @@ extension FuseFileSystem {
         }
     }
 
-    /// The deleted items as JSON in the cache folder's `listings/TOKEN.json` (written whole,
-    /// then renamed into place).
-    private func writeDeletedListing(token: String, under path: String?) throws {
+    /// Starts `icloudfs gc`'s collection: `listings/TOKEN.gc` in the cache folder gets a
+    /// line per step ("step TEXT"), then "done JSON" or "failed MESSAGE". False if one runs.
+    private func startCollection(token: String, dryRun: Bool) throws -> Bool {
+        let path = try listingPath(token: token, suffix: "gc")
+        guard FileManager.default.createFile(atPath: path, contents: nil) else {
+            throw ReplicaError.local("cannot create \(path)")
+        }
+        let report = LineFile(path: path)
+        return replica.startCollection(dryRun: dryRun, progress: { report.say("step \($0)") }) { result in
+            switch result {
+            case .success(let result): report.say("done " + String(decoding: FormatCoding.encode(result), as: UTF8.self))
+            case .failure(let error): report.say("failed \(error)")
+            }
+            report.close()
+        }
+    }
+
+    /// `listings/TOKEN.SUFFIX` in the cache folder (made if missing).
+    private func listingPath(token: String, suffix: String) throws -> String {
         guard !token.isEmpty, token.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else {
             throw ReplicaError.invalidArgument("a listing token is letters, digits and '-'")
         }
         let folder = "\(replica.configuration.cacheDirectory)/listings"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        return "\(folder)/\(token).\(suffix)"
+    }
+
+    /// The deleted items as JSON in the cache folder's `listings/TOKEN.json` (written whole,
+    /// then renamed into place).
+    private func writeDeletedListing(token: String, under path: String?) throws {
         let data = FormatCoding.encode(replica.deletedItems(under: path))
-        try data.write(to: URL(fileURLWithPath: "\(folder)/\(token).json"), options: .atomic)
+        try data.write(to: URL(fileURLWithPath: try listingPath(token: token, suffix: "json")), options: .atomic)
     }
 
     private func act(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ value: Data) {
@@ -208,6 +247,13 @@ extension FuseFileSystem {
                 } else {
                     try writeDeletedListing(token: first, under: second)
                 }
+            case .collect:
+                guard item == .root else { return request.error(EINVAL) }
+                let lines = String(decoding: value, as: UTF8.self).split(separator: "\n").map(String.init)
+                guard let token = lines.first else { return request.error(EINVAL) }
+                guard try startCollection(token: token, dryRun: lines.dropFirst().contains("dry")) else {
+                    return request.error(EBUSY)
+                }
             case .evict:
                 try replica.evict(item)
             case .isPinned:
@@ -218,6 +264,29 @@ extension FuseFileSystem {
                 }
             }
             request.ok()
+        }
+    }
+}
+
+/// A file that lines are appended to from any thread.
+private final class LineFile: Sendable {
+    private let handle: Mutex<FileHandle?>
+
+    init(path: String) {
+        handle = Mutex(FileHandle(forWritingAtPath: path))
+    }
+
+    func say(_ line: String) {
+        handle.withLock { handle in
+            handle?.seekToEndOfFile()
+            handle?.write(Data((line.replacingOccurrences(of: "\n", with: " ") + "\n").utf8))
+        }
+    }
+
+    func close() {
+        handle.withLock { handle in
+            try? handle?.close()
+            handle = nil
         }
     }
 }

@@ -229,10 +229,15 @@ struct PolicyCommand: AsyncParsableCommand {
     @Option(help: "How long a deleted item is kept after it was deleted.")
     var deleted: String?
 
+    @Option(help: ArgumentHelp(
+        "How long collection waits between choosing what to delete and deleting it (default 1h).",
+        discussion: "Every device must be able to write a commit within a quarter of it after checking the store."))
+    var grace: String?
+
     func run() async throws {
         let root = try DeletedListing.mountRoot(of: mountPoint)
         var fields: [String] = []
-        for (name, text) in [("versions", versions), ("deleted", deleted)] {
+        for (name, text) in [("versions", versions), ("deleted", deleted), ("grace", grace)] {
             guard let text else { continue }
             guard let duration = MountOptions.duration(text) else {
                 throw ExitMessage("--\(name) \(text): expected a duration like 30d, 12h or 90s")
@@ -255,6 +260,7 @@ struct PolicyCommand: AsyncParsableCommand {
         })
         print("versions kept \(Self.days(values["versions"] ?? 0)) after they are replaced")
         print("deleted items kept \(Self.days(values["deleted"] ?? 0)) after they are deleted")
+        print("collection waits \(Self.days(values["grace"] ?? 0)) before it deletes")
     }
 
     /// `30 days`, `12 hours`, `90 seconds`.

@@ -19,7 +19,7 @@ public struct ICloudFS: AsyncParsableCommand {
         subcommands: [
             MountCommand.self, StatusCommand.self, SyncCommand.self, DownloadCommand.self, EvictCommand.self,
             PinCommand.self, UnpinCommand.self, ConflictsCommand.self, VersionsCommand.self, RestoreCommand.self,
-            DeletedCommand.self, UndeleteCommand.self, PolicyCommand.self,
+            DeletedCommand.self, UndeleteCommand.self, PolicyCommand.self, CollectCommand.self,
             MonitorCommand.self,
         ]
     )

@@ -27,6 +27,8 @@ struct MountCommand: AsyncParsableCommand {
               cache_size=SIZE    bound on downloaded content, e.g. 500M (default 10G)
               offline            never contact the store; queue changes until
                                  remounted online
+              nogc               never collect the container from this device (by
+                                 default a device collects when none has for a day)
               upload_limit=RATE  upload bandwidth in bytes/s, e.g. 1M (default none)
               upload_wait=DURATION  how long a read waits for a file another
                                  device is still uploading (default 60s)

@@ -17,6 +17,8 @@ public struct MountOptions: Sendable, Equatable {
     public var foreground = false
     public var debug = false
     public var greedy = false
+    /// Collect the container in the background (daily at most); `nogc` leaves it to others.
+    public var autoCollect = true
     public var offline = false
     public var cacheSize: UInt64 = 10 << 30
     /// Upload bandwidth limit in bytes per second; nil is unlimited.
@@ -70,6 +72,7 @@ public struct MountOptions: Sendable, Equatable {
             case "foreground": foreground = true
             case "debug": debug = true
             case "greedy": greedy = true
+            case "nogc": autoCollect = false
             case "offline": offline = true
             case "cache_size":
                 guard let size = MountOptions.size(try required()) else { throw .badValue(option, "a size like 10G or 500M") }

@@ -61,6 +61,7 @@ struct Mounter {
             container: container, cacheDirectory: cache, deviceName: options.device ?? ProcessInfo.processInfo.hostName)
         configuration.pollInterval = options.poll
         configuration.greedy = options.greedy
+        configuration.autoCollect = options.autoCollect
         configuration.offline = options.offline
         configuration.cacheSize = options.cacheSize
         configuration.uploadLimit = options.uploadLimit

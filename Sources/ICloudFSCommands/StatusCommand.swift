@@ -1,4 +1,6 @@
 import ArgumentParser
+import Collection
+import ContainerFormat
 import Foundation
 
 /// `icloudfs status PATH...`: a table of sync states; for a folder, a summary and the items
@@ -28,6 +30,12 @@ struct StatusCommand: AsyncParsableCommand {
                 if usage[1] > usage[2] {
                     print("note: pinned, open and not-yet-uploaded files exceed the cache bound (they are never evicted)")
                 }
+            }
+            // Only on the mount root (it lists the store).
+            if let json = ExtendedAttributes.get("user.icloud.storeUsage", of: path),
+                let usage = try? FormatCoding.decode(StoreUsage.self, from: Data(json.utf8))
+            {
+                CollectCommand.printUsage(usage, prefix: "store")
             }
             var isFolder: ObjCBool = false
             if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {

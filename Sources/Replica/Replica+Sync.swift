@@ -194,6 +194,16 @@ extension Replica {
                 }
                 break
             }
+            // Entries after the head may have been compacted away (read as missing), or a
+            // device below the floor may have written one again: check before trusting.
+            let grace = collectionGrace
+            let mayBeStale = entries.isEmpty
+                ? state.withLock { $0.collections.listedAt.map { ContinuousClock.now - $0 > .seconds(grace / 4) } ?? true }
+                : entries.first?.seq != appended?.seq
+            if mayBeStale, try await isBehindJournalFloor(head + 1) {
+                try await rebaseOnNewestSnapshot()
+                continue
+            }
             guard !entries.isEmpty else { return }
             try apply(entries)
         }
@@ -240,6 +250,7 @@ extension Replica {
             }
             if landed != nil { state.inFlight = nil }
             state.owed = owed
+            if let newest = entries.last(where: { $0.commit != nil })?.commit { state.collections.headTime = newest.time }
             let now = ContinuousClock.now
             state.pulledAt = state.pulledAt.filter { now - $0.value < Replica.recentPull }
             // Only a file the kernel may know at another size: existing, size or content changed.
@@ -358,6 +369,12 @@ extension Replica {
             }
             guard let (seq, commit) = attempt else { return }
             let appended = try await container.append(commit, at: seq)
+            if appended, try await isBehindJournalFloor(seq) {
+                // Written where compaction had deleted an entry: nobody reads it.
+                try await container.withdraw(commit, at: seq)
+                try await rebaseOnNewestSnapshot()
+                continue
+            }
             try await pullUnlocked(appended: appended ? (seq, commit) : nil)
             if appended { return }
         }
@@ -383,10 +400,12 @@ extension Replica {
             return (batch, chunks)
         }
         guard let (batch, chunks) = prepared else { return false }
+        let ops = state.withLock { $0.device.pending.prefix(batch.localIDs.count).flatMap(\.ops) }
         let unstored = Set(chunks.map(\.hash))
         let newBytes = Set(chunks).reduce(UInt64(0)) { $0 + UInt64($1.size) }
         let metadataFirst = newBytes >= configuration.metadataFirstBytes
         if !metadataFirst { try await upload(chunks) }
+        try await protectFromCollection(Set(ops.flatMap(\.chunkHashes)), of: ops)
         try await appendAtNextFreeNumber { state, seq in
             guard state.inFlight == batch else { return nil }  // landed while catching up
             var commit = state.device.commit(for: batch, device: configuration.deviceName, deviceID: deviceID, seq: seq)

@@ -39,6 +39,8 @@ public final class Replica: Sendable {
     /// A wake-up for local changes is already scheduled (see `pushAfterPause`).
     let pushPending = Mutex(false)
     let loop = Mutex<Task<Void, Never>?>(nil)
+    /// Automatic collection (`ReplicaConfiguration.autoCollect`) and usage measured lately.
+    let collection = Mutex(CollectionTasks())
     let changeObserver = Mutex<(@Sendable (Set<ItemID>) -> Void)?>(nil)
     let downloads = DownloadTable()
     let commits = BackgroundCommits()
@@ -232,10 +234,21 @@ public final class Replica: Sendable {
                 watcher?.cancel()
             }
         }
+        if configuration.autoCollect && !configuration.offline {
+            collection.withLock { tasks in
+                guard tasks.automatic == nil else { return }
+                tasks.automatic = Task.detached { [self] in await runCollectionLoop() }
+            }
+        }
     }
 
     /// Stops the background loop. Queued changes stay in the cache for the next start.
     public func stop() async {
+        let collecting = collection.withLock { tasks in
+            defer { tasks = CollectionTasks() }
+            return [tasks.automatic, tasks.requested].compactMap { $0 }
+        }
+        for task in collecting { task.cancel() }
         await commits.drain()
         let task = loop.withLock { task in
             defer { task = nil }
@@ -250,13 +263,5 @@ public final class Replica: Sendable {
         } catch {
             logger.error("cannot record the last changes in \(files.databasePath): \(error)")
         }
-    }
-}
-
-extension Timestamp {
-    public static func now() -> Timestamp {
-        var spec = timespec()
-        clock_gettime(CLOCK_REALTIME, &spec)
-        return Timestamp(seconds: Int64(spec.tv_sec), nanoseconds: UInt32(spec.tv_nsec))
     }
 }

@@ -29,6 +29,8 @@ public struct ReplicaConfiguration: Sendable {
     public var metadataFirstBytes: UInt64 = 4 << 20
     /// Upload bandwidth limit in bytes per second; nil is unlimited.
     public var uploadLimit: UInt64?
+    /// Collect the container in the background when no device has for a day (`nogc` off).
+    public var autoCollect = true
     /// How long a read waits for chunks another device announced but has not uploaded yet.
     public var pendingContentWait: Duration = .seconds(60)
     /// How long a read waits for a store that cannot be reached (a network blip) before it

@@ -67,6 +67,8 @@ struct ReplicaState: Sendable {
     var lostChunks: Set<ChunkHash> = []
     /// Chunks known to be in the store (uploaded or seen there) during this run.
     var storedChunks: Set<ChunkHash> = []
+    /// What this device knows of the store's collections (its records, the journal floor).
+    var collections = CollectionWatch()
     /// When the last local change was queued (a burst is under way if it was just now).
     var lastLocalChange: ContinuousClock.Instant?
 

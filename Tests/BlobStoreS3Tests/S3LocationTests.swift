@@ -118,11 +118,14 @@ struct S3XMLTests {
             <?xml version="1.0" encoding="UTF-8"?>
             <ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix>p/</Prefix>
             <IsTruncated>true</IsTruncated><NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken>
-            <Contents><Key>p/a</Key><Size>1</Size><ETag>&quot;x&quot;</ETag></Contents>
+            <Contents><Key>p/a</Key><LastModified>2026-11-25T04:30:00.250Z</LastModified><Size>1</Size><ETag>&quot;x&quot;</ETag></Contents>
             <Contents><Key>p/b&amp;c</Key><Size>2</Size></Contents></ListBucketResult>
             """
         let page = try S3XML.listPage(Data(xml.utf8))
         #expect(page.keys == ["p/a", "p/b&c"])
+        #expect(page.objects.map(\.size) == [1, 2])
+        #expect(page.objects[0].modified == Date(timeIntervalSince1970: 1_795_581_000.25))
+        #expect(page.objects[1].modified == nil)
         #expect(page.isTruncated)
         #expect(page.nextContinuationToken == "1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=")
         #expect(try S3XML.listPage(Data("<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>".utf8)).keys.isEmpty)

@@ -133,8 +133,8 @@ struct S3ServerTests {
     /// Every object under the store's prefix with its size.
     func objectSizes(_ store: S3Store) async throws -> [String: UInt64] {
         var sizes: [String: UInt64] = [:]
-        for key in try await store.listAll(prefix: "") {
-            sizes[key.rawValue] = try await store.size(of: key) ?? 0
+        for object in try await store.listAll(prefix: "") {
+            sizes[object.key.rawValue] = object.size
         }
         return sizes
     }

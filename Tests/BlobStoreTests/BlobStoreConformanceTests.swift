@@ -69,11 +69,12 @@ struct BlobStoreConformanceTests {
             try await store.put(try BlobKey("c/chunks/ab/abc"), data: Data())
             try await store.put(try BlobKey("c/journalx"), data: Data())
             let all = try await store.list(prefix: "c/journal/", after: nil, limit: 100)
-            #expect(all.map(\.rawValue) == (1...5).map { "c/journal/\($0)" })
+            #expect(all.map(\.key.rawValue) == (1...5).map { "c/journal/\($0)" })
+            #expect(all.allSatisfy { $0.size == 0 && abs($0.modified.timeIntervalSinceNow) < 60 })
             let page = try await store.list(prefix: "c/journal/", after: try BlobKey("c/journal/2"), limit: 2)
-            #expect(page.map(\.rawValue) == ["c/journal/3", "c/journal/4"])
+            #expect(page.map(\.key.rawValue) == ["c/journal/3", "c/journal/4"])
             let nested = try await store.list(prefix: "c/chunks/", after: nil, limit: 100)
-            #expect(nested.map(\.rawValue) == ["c/chunks/ab/abc"])
+            #expect(nested.map(\.key.rawValue) == ["c/chunks/ab/abc"])
             #expect(try await store.listAll(prefix: "zzz/").isEmpty)
         }
     }

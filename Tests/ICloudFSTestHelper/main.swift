@@ -45,7 +45,7 @@ struct SlowStore: BlobStore {
         await pause()
     }
     func put(_ key: BlobKey, data: Data) async throws { await pause(); try await base.put(key, data: data) }
-    func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [BlobKey] {
+    func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [StoredObject] {
         await pause()
         return try await base.list(prefix: prefix, after: after, limit: limit)
     }

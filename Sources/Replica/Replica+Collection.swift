@@ -1,0 +1,247 @@
+import BlobStore
+import Collection
+import ContainerFormat
+import Foundation
+import SystemPackage
+
+/// Collections this device runs.
+struct CollectionTasks {
+    var automatic: Task<Void, Never>?
+    /// One asked for (`icloudfs gc`).
+    var requested: Task<Void, Never>?
+    var usage: (measured: ContinuousClock.Instant, usage: StoreUsage)?
+}
+
+/// What this device knows of the store's collections (FORMAT.md "Collection").
+struct CollectionWatch {
+    /// Records whose sweep may still delete chunks, by number.
+    var active: [UInt64: CollectionRecord] = [:]
+    /// Candidates of every record seen whose presence this device has not checked since
+    /// that record's sweep ended: a commit naming one checks first.
+    var unverified: Set<ChunkHash> = []
+    var highestSeen: UInt64 = 0
+    /// Journal entries below it may be gone from the store.
+    var floor: UInt64 = 0
+    var listedAt: ContinuousClock.Instant?
+    /// The time of the newest entry applied (nil: unknown, as after a snapshot or a start).
+    /// Compaction deletes only entries older than the grace: a device whose head is younger
+    /// than half of it cannot have entries missing after its head.
+    var headTime: Timestamp?
+}
+
+extension Replica {
+    /// Collects the container (or, `dryRun`, says what a collection would do), starting
+    /// from this device's tree. `progress` hears each step.
+    public func collect(dryRun: Bool, progress: @escaping @Sendable (String) -> Void) async throws -> CollectionResult {
+        let collector = Collector(
+            container: container, device: configuration.deviceName, deviceID: deviceID, logger: logger, progress: progress)
+        let tree = state.withLock { $0.device.synced }
+        let result = try await collector.run(dryRun: dryRun, from: tree)
+        collection.withLock { $0.usage = nil }
+        syncSoon()
+        return result
+    }
+
+    /// Starts `icloudfs gc`'s collection in the background; false if one runs already.
+    public func startCollection(dryRun: Bool, progress: @escaping @Sendable (String) -> Void, done: @escaping @Sendable (Result<CollectionResult, any Error>) -> Void) -> Bool {
+        collection.withLock { tasks in
+            guard tasks.requested == nil else { return false }
+            tasks.requested = Task.detached { [self] in
+                let result: Result<CollectionResult, any Error>
+                do {
+                    result = .success(try await collect(dryRun: dryRun, progress: progress))
+                } catch {
+                    result = .failure(error)
+                }
+                collection.withLock { $0.requested = nil }
+                done(result)
+            }
+            return true
+        }
+    }
+
+    /// How the store's bytes are used, measured at most once a minute.
+    public func storeUsage() async throws -> StoreUsage {
+        if let (measured, usage) = collection.withLock({ $0.usage }), ContinuousClock.now - measured < .seconds(60) {
+            return usage
+        }
+        let collector = Collector(container: container, device: configuration.deviceName, deviceID: deviceID, logger: logger)
+        let usage = try await collector.usage(of: state.withLock { $0.device.synced })
+        collection.withLock { $0.usage = (.now, usage) }
+        return usage
+    }
+
+    /// Once an hour, from some minutes after the start: when no collection was recorded for
+    /// a day (and a random part of an hour more, so that devices rarely start together),
+    /// collect.
+    func runCollectionLoop() async {
+        let spread = Int64.random(in: 0..<3600)
+        // Not at once: a mount's first minutes belong to the user's work.
+        try? await Task.sleep(for: .seconds(300 + spread / 6))
+        while !Task.isCancelled {
+            do {
+                let numbers = try await container.collectionNumbers()
+                var due = true
+                if let newest = numbers.last, let record = try await container.collectionRecord(newest) {
+                    due = Timestamp.now().seconds - record.started.seconds > 86_400 + spread
+                }
+                if due {
+                    logger.info("collecting the container (no collection for a day)")
+                    let result = try await collect(dryRun: false) { [logger] in logger.info("collection: \($0)") }
+                    logger.info("collection done: deleted \(result.deletedChunks) chunk(s), \(result.deletedBytes) bytes, \(result.deletedEntries) journal entries")
+                }
+            } catch is CancellationError {
+                return
+            } catch {
+                logger.info("automatic collection not done: \(error)")
+            }
+            try? await Task.sleep(for: .seconds(3600))
+        }
+    }
+
+    /// The grace of the container's policy, in seconds.
+    var collectionGrace: Int64 {
+        state.withLock { ($0.device.synced.policy ?? .standard).grace }
+    }
+
+    /// Reads the collection records that are new or still sweeping: forgets that the
+    /// candidates are stored, learns the journal floor.
+    func refreshCollections() async throws {
+        let numbers = try await container.collectionNumbers()
+        let (highest, active) = state.withLock { ($0.collections.highestSeen, $0.collections.active) }
+        var wanted = numbers.filter { $0 > highest || active[$0] != nil }
+        if let newest = numbers.last, !wanted.contains(newest) { wanted.append(newest) }  // its floor moves
+        var read: [CollectionRecord] = []
+        for number in wanted {
+            do {
+                if let record = try await container.collectionRecord(number) { read.append(record) }
+            } catch FormatError.malformed(let what, let why) {
+                logger.error("skipping \(what): \(why)")
+            }
+        }
+        let now = Timestamp.now()
+        state.withLock { state in
+            // Records were forgotten before this device saw them: it cannot know which of
+            // the chunks it believes stored are gone.
+            if highest > 0, let first = numbers.first, first > highest + 1 { state.storedChunks.removeAll() }
+            for record in read {
+                if record.number > highest || state.collections.active[record.number] != nil {
+                    state.storedChunks.subtract(record.candidates)
+                    state.collections.unverified.formUnion(record.candidates)
+                }
+                state.collections.active[record.number] = record.mayDelete(at: now) ? record : nil
+                state.collections.floor = max(state.collections.floor, record.journalFrom)
+            }
+            state.collections.highestSeen = max(highest, numbers.last ?? 0)
+            state.collections.listedAt = .now
+        }
+    }
+
+    /// Before a commit naming `chunks` is appended: none of them may be deleted by a
+    /// collection that chose them before the commit was in the journal. A candidate of a
+    /// sweep not yet begun is written again (its time then protects it); one of a sweep
+    /// under way is waited for; one of a sweep ended is checked, and uploaded again if gone.
+    func protectFromCollection(_ chunks: Set<ChunkHash>, of ops: [ItemOperation]) async throws {
+        guard !chunks.isEmpty else { return }
+        let grace = collectionGrace
+        while true {
+            let listedAt = state.withLock { $0.collections.listedAt }
+            if listedAt.map({ ContinuousClock.now - $0 > .seconds(grace / 4) }) ?? true {
+                try await refreshCollections()
+            }
+            let (active, unverified) = state.withLock { ($0.collections.active, $0.collections.unverified) }
+            let hits = chunks.intersection(unverified)
+            if hits.isEmpty { return }
+            let now = Timestamp.now()
+            var waiting = false
+            var rewritten = Set<ChunkHash>()
+            for record in active.values.sorted(by: { $0.number < $1.number }) where record.mayDelete(at: now) {
+                let named = hits.intersection(record.candidates)
+                guard !named.isEmpty else { continue }
+                if now < record.sweepAfter.adding(seconds: -grace / 4) {
+                    for hash in named.subtracting(rewritten) {
+                        try await container.rewriteChunk(hash, data: try await bytes(of: hash, in: ops, orStore: true))
+                    }
+                    rewritten.formUnion(named)
+                } else {
+                    waiting = true
+                }
+            }
+            if waiting {
+                logger.info("a collection is deleting chunks this device is about to name; waiting for it to end")
+                try await Task.sleep(for: .seconds(max(1, min(5, grace / 8))))
+                state.withLock { $0.collections.listedAt = nil }
+                continue
+            }
+            // The rest belong to sweeps that have ended: present, or uploaded again.
+            for hash in hits.subtracting(rewritten) where try await !container.hasChunk(hash) {
+                logger.notice("chunk \(hash) was collected while this device still named it; uploading it again")
+                try await container.writeChunks([(hash, try await bytes(of: hash, in: ops, orStore: false))])
+            }
+            state.withLock { state in
+                state.collections.unverified.subtract(hits.subtracting(rewritten))
+                state.storedChunks.formUnion(hits)
+            }
+            return
+        }
+    }
+
+    /// A chunk's bytes from this device: staged, in a content file where `ops` place it, or
+    /// (when `orStore`) read from the store.
+    private func bytes(of hash: ChunkHash, in ops: [ItemOperation], orStore: Bool) async throws -> Data {
+        if let data = localBytes(of: hash) { return data }
+        for op in ops {
+            guard let ref = op.chunks.first(where: { $0.hash == hash }) else { continue }
+            for piece in ContentChunker.Piece.layout(op.chunks) where piece.ref == ref {
+                guard let fd = try? files.openContent(op.itemID, writable: false) else { break }
+                defer { try? fd.close() }
+                if let data = try? FileIO.read(fd, offset: piece.offset, count: Int(ref.size)), ChunkHash(of: data) == hash {
+                    return data
+                }
+            }
+        }
+        if orStore, let ref = ops.lazy.flatMap(\.chunks).first(where: { $0.hash == hash }) {
+            return try await container.readChunk(ref)
+        }
+        throw ReplicaError.local("chunk \(hash) was collected from the store and this device no longer holds it")
+    }
+
+    /// Whether entries after this device's head may have been compacted away: true when the
+    /// head is older than half the grace (or of unknown age) and the floor is past it.
+    func isBehindJournalFloor(_ next: UInt64) async throws -> Bool {
+        let grace = collectionGrace
+        let headTime = state.withLock { $0.collections.headTime }
+        if let headTime, Timestamp.now().seconds - headTime.seconds < grace / 2 { return false }
+        try await refreshCollections()
+        return state.withLock { $0.collections.floor > next }
+    }
+
+    /// The journal was compacted past this device's head: start again from the newest
+    /// snapshot, keeping the queue (its changes are folded on that tree like any others).
+    func rebaseOnNewestSnapshot() async throws {
+        let (snapshot, problems) = try await container.latestSnapshot()
+        for problem in problems { logger.error("skipping unreadable snapshot \(problem)") }
+        let floor = state.withLock { $0.collections.floor }
+        guard let snapshot, snapshot.seq + 1 >= floor else {
+            throw ReplicaError.local(
+                "the journal was compacted past this device's position (entries before \(floor) are gone) and no snapshot covers them")
+        }
+        let tree = snapshot.tree
+        let changed = try state.withLock { state -> Set<ItemID> in
+            let old = state.device.synced
+            let ids = Set(old.allIDs).union(tree.allIDs)
+            try database.write { db in try database.saveItems(ids, of: tree, db) }
+            state.device = DeviceView(
+                device: configuration.deviceName, synced: tree, pending: state.device.pending,
+                landed: state.device.landed)
+            state.collections.headTime = nil
+            return Set(ids.filter { old.item($0) != tree.item($0) })
+        }
+        logger.notice(
+            "entries after this device's position were compacted away: started again from snapshot \(snapshot.seq), queued changes kept")
+        if !changed.isEmpty {
+            changeObserver.withLock { $0 }?(changed)
+            downloadWanted(changed)
+        }
+    }
+}
