@@ -1,0 +1,151 @@
+# Collection (issue 22): icloudfs gc deletes what nothing names and compacts the journal,
+# and loses nothing while other devices work: each hazard below loses data if collection
+# is unsafe. Policies in seconds stand for days.
+
+# set_policy DEVICE ARGS...: sets the container's policy and waits until it is in the store.
+set_policy() {
+    local device=$1
+    shift
+    "$BIN/icloudfs" policy "$T/$device" "$@" > /dev/null
+}
+
+# tree_sums DEVICE: "sha256  path" of every file on the device, sorted.
+tree_sums() { (cd "$T/$1" && find . -type f -exec sha256sum {} + | sort); }
+
+store_bytes() { du -sb "$T/store/$CONTAINER" | cut -f1; }
+
+test_gc_brings_the_store_to_live_data_plus_retained_history() {
+    mount_device a
+    mkdir "$T/a/big"
+    for i in $(seq 1 20); do head -c 10000000 /dev/urandom > "$T/a/big/f$i.bin"; done
+    head -c 10000000 /dev/urandom > "$T/a/kept.bin"
+    cp "$T/a/kept.bin" "$T/kept-v1.bin"
+    sync_wait a
+    # Deleted items are kept 1 s, versions an hour: the first version of kept.bin stays.
+    set_policy a --deleted 1s --versions 1h --grace 2s
+    rm -r "$T/a/big"
+    head -c 10000000 /dev/urandom > "$T/a/kept.bin"
+    sync_wait a
+    "$BIN/icloudfs" status "$T/a" | grep '^store:' > "$T/usage"
+    cat "$T/usage"
+    grep -q "210.0 MB history" "$T/usage"
+    sleep 3
+    "$BIN/icloudfs" gc "$T/a" --dry-run > "$T/dry"
+    grep -q "would delete [0-9]* chunk(s) (200.0 MB)" "$T/dry"
+    test "$(store_bytes)" -gt 200000000
+    "$BIN/icloudfs" gc "$T/a" > "$T/out"
+    cat "$T/out"
+    grep -q "deleted [0-9]* chunk(s) (200.0 MB)" "$T/out"
+    # Live 10 MB plus the retained version 10 MB: the store within 10% of it.
+    local bytes
+    bytes=$(store_bytes)
+    echo "    store after gc: $bytes bytes"
+    test "$bytes" -le 22000000
+    "$BIN/icloudfs" status "$T/a" | grep -q "^store: 10.0 MB live, 10.0 MB history, 0 B collectable"
+    # A new device starts from the compacted journal and reads everything, both versions.
+    mount_device c
+    assert_eq "$(sha256sum < "$T/c/kept.bin")" "$(sha256sum < "$T/a/kept.bin")"
+    test ! -e "$T/c/big"
+    seq=$("$BIN/icloudfs" versions --json "$T/c/kept.bin" | python3 -c 'import json, sys; print(json.load(sys.stdin)[1]["seq"])')
+    "$BIN/icloudfs" restore "$T/c/kept.bin" --version "$seq" --as kept-v1.bin
+    assert_eq "$(sha256sum < "$T/c/kept-v1.bin")" "$(sha256sum < "$T/kept-v1.bin")" "the retained version"
+}
+
+# A device uploads a file's chunks slowly; a collection that starts meanwhile sees them named
+# by nothing (the commit is not written yet) and old enough to go.
+test_chunks_uploaded_before_their_commit_survive_a_collection() {
+    mount_device a
+    set_policy a --deleted 0s --versions 0s --grace 2s
+    mount_device b upload_limit=400K
+    head -c 3000000 /dev/urandom > "$T/source.bin"
+    cp "$T/source.bin" "$T/b/slow.bin"
+    sleep 5
+    "$BIN/icloudfs" gc "$T/a" > "$T/out"
+    cat "$T/out"
+    sync_wait b
+    mount_device c
+    assert_eq "$(sha256sum < "$T/c/slow.bin")" "$(sha256sum < "$T/source.bin")" "read on a new device"
+}
+
+# A file starting with a deleted file's content is written while a collection waits to
+# delete that content's chunks: the device finds them in the store (no upload), then uploads
+# the rest slowly, so that its commit comes after the sweep; it must bring them back.
+test_content_written_again_during_a_collection_is_kept() {
+    mount_device a
+    mount_device b upload_limit=400K
+    head -c 2000000 /dev/urandom > "$T/old.bin"
+    cp "$T/old.bin" "$T/a/old.bin"
+    sync_wait a
+    rm "$T/a/old.bin"
+    sync_wait a
+    set_policy a --deleted 0s --versions 0s --grace 3s
+    sleep 3.5
+    "$BIN/icloudfs" gc "$T/a" > "$T/out" 2>&1 &
+    local collector=$!
+    eventually 'ls "$T/store/$CONTAINER/gc" | grep -q .'
+    # Under 4 MiB: chunks go before the commit (not metadata first).
+    { cat "$T/old.bin"; head -c 1500000 /dev/urandom; } > "$T/again.bin"
+    cp "$T/again.bin" "$T/b/again.bin"
+    wait "$collector"
+    cat "$T/out"
+    grep -q "deleted [1-9]" "$T/out"
+    sync_wait b
+    mount_device c
+    assert_eq "$(sha256sum < "$T/c/again.bin")" "$(sha256sum < "$T/again.bin")" "read on a new device"
+}
+
+# A device away while the journal behind its position is compacted: it comes back with
+# changes made offline, starts again from the snapshot, and both sides see everything.
+test_a_device_away_during_compaction_keeps_its_changes() {
+    mount_device a
+    mount_device b
+    echo one > "$T/a/shared.txt"
+    sync_wait a
+    eventually 'test -e "$T/b/shared.txt"'
+    fusermount3 -u "$T/b"
+    mount_device b offline
+    echo "edited offline" > "$T/b/shared.txt"
+    echo "made offline" > "$T/b/offline.txt"
+    fusermount3 -u "$T/b"
+    for i in $(seq 1 5); do
+        echo "$i" > "$T/a/while-away-$i.txt"
+        sync_wait a
+    done
+    set_policy a --deleted 1s --versions 1s --grace 1s
+    sleep 2
+    "$BIN/icloudfs" gc "$T/a" > "$T/out"
+    cat "$T/out"
+    grep -q "deleted [0-9]* chunk(s) .*, [1-9][0-9]* journal entries" "$T/out"
+    mount_device b
+    eventually 'test -e "$T/b/while-away-5.txt"'
+    sync_wait b
+    eventually 'test -e "$T/a/offline.txt"'
+    eventually 'grep -q "edited offline" "$T/a/shared.txt"'
+    tree_sums a > "$T/on-a"
+    eventually 'tree_sums b > "$T/on-b" && diff "$T/on-a" "$T/on-b"'
+}
+
+# Two collections at once (one through a mount, one straight on the store) while a device
+# writes: nothing named is lost.
+test_two_collections_at_once_lose_nothing() {
+    mount_device a
+    mount_device b
+    for i in $(seq 1 10); do head -c 200000 /dev/urandom > "$T/a/f$i.bin"; done
+    sync_wait a
+    rm "$T/a/f1.bin" "$T/a/f2.bin"
+    sync_wait a
+    set_policy a --deleted 0s --versions 0s --grace 2s
+    sleep 2.5
+    "$BIN/icloudfs" gc "$T/a" > "$T/one" 2>&1 &
+    local one=$!
+    "$BIN/icloudfs" gc --store "$T/store" "$CONTAINER" > "$T/two" 2>&1 &
+    local two=$!
+    for i in $(seq 1 10); do cp "$T/a/f$((i % 8 + 3)).bin" "$T/b/copy$i.bin"; sync_wait b; done
+    wait "$one" || grep -q "another collection" "$T/one"
+    wait "$two" || grep -q "another collection" "$T/two"
+    cat "$T/one" "$T/two"
+    sync_wait a
+    mount_device c
+    tree_sums a > "$T/on-a"
+    eventually 'tree_sums c > "$T/on-c" && diff "$T/on-a" "$T/on-c"'
+}
