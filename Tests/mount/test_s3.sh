@@ -66,3 +66,39 @@ test_s3_errors_are_clear() {
         "$BIN/icloudfs" mount "$CONTAINER" "$T/m" -o "cache=$T/c4,store=$(s3_url p)"
     if grep -q "$T/m" /proc/mounts; then echo "    left mounted"; return 1; fi
 }
+
+# Collection on S3 (no locks there): what nothing names goes, a chunk a device names during
+# the grace stays, and a new device reads the compacted container.
+test_s3_collection() {
+    s3_required
+    local store
+    store=$(s3_url "mount-tests/$(basename "$T")-$$-$RANDOM")
+    mount_device a "store=$store"
+    mount_device b "store=$store,upload_limit=400K"
+    for i in 1 2 3; do head -c 2000000 /dev/urandom > "$T/a/gone$i.bin"; done
+    head -c 2000000 /dev/urandom > "$T/old.bin"
+    cp "$T/old.bin" "$T/a/old.bin"
+    echo kept > "$T/a/kept.txt"
+    sync_wait a
+    rm "$T/a/gone"* "$T/a/old.bin"
+    sync_wait a
+    "$BIN/icloudfs" policy "$T/a" --deleted 0s --versions 0s --grace 3s > /dev/null
+    sleep 3.5
+    "$BIN/icloudfs" gc "$T/a" > "$T/out" 2>&1 &
+    local collector=$!
+    # Named again while the collection waits (chunks found in the store, the rest slow).
+    sleep 1
+    { cat "$T/old.bin"; head -c 1500000 /dev/urandom; } > "$T/again.bin"
+    cp "$T/again.bin" "$T/b/again.bin"
+    wait "$collector"
+    cat "$T/out"
+    grep -q "deleted [1-9][0-9]* chunk(s)" "$T/out"
+    sync_wait b
+    eventually 'test -e "$T/a/again.bin"'
+    "$BIN/icloudfs" status "$T/a" | grep '^store:' | tee "$T/usage"
+    grep -q "0 B collectable" "$T/usage"
+    mount_device c "store=$store"
+    assert_eq "$(sha256sum < "$T/c/again.bin")" "$(sha256sum < "$T/again.bin")" "read on a new device"
+    assert_eq "$(cat "$T/c/kept.txt")" kept
+    test ! -e "$T/c/gone1.bin"
+}
