@@ -33,6 +33,10 @@ public protocol BlobStore: Sendable {
     /// passing the last key back.
     func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [StoredObject]
 
+    /// Every object under `prefix` after `after`, in byte order. See the extension for the
+    /// default (paging through `list`).
+    func listAll(prefix: String, after: BlobKey?) async throws -> [StoredObject]
+
     /// Removes the object; removing an absent key is not an error.
     func delete(_ key: BlobKey) async throws
 
@@ -75,8 +79,12 @@ extension BlobStore {
         }
     }
 
+    public func listAll(prefix: String) async throws -> [StoredObject] {
+        try await listAll(prefix: prefix, after: nil)
+    }
+
     /// Every object under `prefix`, paging through ``list(prefix:after:limit:)``.
-    public func listAll(prefix: String, after: BlobKey? = nil) async throws -> [StoredObject] {
+    public func listAll(prefix: String, after: BlobKey?) async throws -> [StoredObject] {
         var objects: [StoredObject] = []
         var cursor = after
         while true {

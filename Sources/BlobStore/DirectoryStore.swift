@@ -112,6 +112,12 @@ public struct DirectoryStore: BlobStore {
     }
 
     public func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [StoredObject] {
+        Array(try await listAll(prefix: prefix, after: after).prefix(limit))
+    }
+
+    /// One walk of the folder the prefix names (paging through `list` would walk it once per
+    /// page: a journal of 100,000 entries a hundred times).
+    public func listAll(prefix: String, after: BlobKey?) async throws -> [StoredObject] {
         try await BlockingIO.run { () throws -> [StoredObject] in
             try self.requireRoot()
             // Walk only the folder the prefix names; keys are files below it.
@@ -121,7 +127,7 @@ public struct DirectoryStore: BlobStore {
             let matching = found.filter { object in
                 object.key.rawValue.hasPrefix(prefix) && (after.map { after in after < object.key } ?? true)
             }
-            return Array(matching.sorted { $0.key < $1.key }.prefix(limit))
+            return matching.sorted { $0.key < $1.key }
         }
     }
 

@@ -161,7 +161,7 @@ func micro(quick: Bool) -> [String: Any] {
 
 // MARK: - make-container
 
-func makeContainer(store path: String, container: String, items: Int) async throws -> [String: Any] {
+func makeContainer(store path: String, container: String, items: Int, perCommit: Int) async throws -> [String: Any] {
     let store = try DirectoryStore(root: FilePath(path))
     let format = try ContainerStore(store: store, container: container)
     if try await format.readIdentity() != nil { fail("container \(container) exists already in \(path)") }
@@ -178,7 +178,7 @@ func makeContainer(store path: String, container: String, items: Int) async thro
         refs.append(ChunkRef(hash: hash, size: 4096))
     }
     try await format.writeChunks(chunks)
-    let commits = creatingCommits(items: items) { Content(size: 4096, chunks: [refs[$0 % distinct]]) }
+    let commits = creatingCommits(items: items, perCommit: perCommit) { Content(size: 4096, chunks: [refs[$0 % distinct]]) }
     var tree = Tree()
     for (index, commit) in commits.enumerated() {
         let seq = UInt64(index + 1)
@@ -203,14 +203,18 @@ switch arguments.first {
 case "micro":
     printJSON(micro(quick: arguments.contains("--quick")))
 case "make-container":
-    guard arguments.count == 4, let items = Int(arguments[3]), items > 0 else {
-        fail("usage: icloudfs-bench make-container STORE CONTAINER ITEMS")
+    // --per-entry N: operations per journal entry (default 1,000; 1 makes one entry per item).
+    let perEntry = arguments.count == 6 && arguments[4] == "--per-entry" ? Int(arguments[5]) : 1000
+    guard arguments.count == 4 || arguments.count == 6, let items = Int(arguments[3]), items > 0,
+        let perEntry, perEntry > 0
+    else {
+        fail("usage: icloudfs-bench make-container STORE CONTAINER ITEMS [--per-entry N]")
     }
     do {
-        printJSON(try await makeContainer(store: arguments[1], container: arguments[2], items: items))
+        printJSON(try await makeContainer(store: arguments[1], container: arguments[2], items: items, perCommit: perEntry))
     } catch {
         fail("make-container: \(error)")
     }
 default:
-    fail("usage: icloudfs-bench micro [--quick] | make-container STORE CONTAINER ITEMS")
+    fail("usage: icloudfs-bench micro [--quick] | make-container STORE CONTAINER ITEMS [--per-entry N]")
 }
