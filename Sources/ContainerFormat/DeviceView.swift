@@ -103,6 +103,17 @@ public struct DeviceView: Sendable {
         return ids
     }
 
+    /// Starts again from `tree` (a snapshot newer than the journal this device could read),
+    /// keeping the queue; returns the queued changes rewritten (see `recreateExpired`).
+    public mutating func rebase(on tree: Tree) -> [LocalChange] {
+        let before = view
+        let gone = Set(synced.allIDs.filter { tree.item($0) == nil })
+        synced = tree
+        let rewritten = recreateExpired(gone) { before.item($0) }
+        self = DeviceView(device: device, synced: tree, pending: pending, landed: landed)
+        return rewritten
+    }
+
     /// Applies journal entries in order (a nil commit: unreadable, it only takes its number).
     /// If one of them is `ourBatch`, those changes leave the queue. The outcome's `changed`
     /// names every item whose state in the view changed.
@@ -135,6 +146,9 @@ public struct DeviceView: Sendable {
         // changed, not the size of the container).
         let touched = speculativelyChanged.union(result.changed)
         result.previous = touched.reduce(into: [:]) { previous, id in previous[id] = view.items[id] }
+        result.rewritten = recreateExpired(result.changed.filter { synced.item($0) == nil }) { [previous = result.previous] in
+            previous[$0]
+        }
         replayPending(resetting: touched)
         assert(matchesFullReplay, "the view rebuilt from touched items differs from a full replay")
         // Of those, keep the ones that look different: the device's own changes landing
@@ -146,6 +160,58 @@ public struct DeviceView: Sendable {
     }
 
     // MARK: - Internals
+
+    /// Items an expiry removed from the synced tree (tombstones past the retention period)
+    /// that queued changes still name: an edit or rename of one made here before this device
+    /// saw the delete (offline for longer than the retention) would be rejected by the fold
+    /// and lost. Such an operation becomes a create of the item as the view showed it
+    /// (before the expiry), after the folders above it that went too: the same outcome as an
+    /// edit reviving a deleted item. Attribute changes and deletes of them are dropped.
+    /// Returns the changes rewritten (the replica stores them again).
+    private mutating func recreateExpired(_ gone: Set<ItemID>, as before: (ItemID) -> Item?) -> [LocalChange] {
+        let named = Set(pending.flatMap { $0.ops.flatMap(\.namedItems) })
+        guard !gone.isDisjoint(with: named) else { return [] }
+        var recreated = Set<ItemID>()
+        var rewritten: [LocalChange] = []
+        for position in pending.indices {
+            let change = pending[position]
+            var ops: [ItemOperation] = []
+            var dependencies: [Int: Int64] = [:]
+            func recreate(_ id: ItemID) {
+                guard gone.contains(id), !recreated.contains(id), let item = before(id), !item.deleted else { return }
+                recreate(item.parent)
+                ops.append(.create(.init(recreating: item)))
+                recreated.insert(id)
+            }
+            for (index, op) in change.ops.enumerated() {
+                let id = op.itemID
+                let expired = gone.contains(id) && !recreated.contains(id)
+                switch op {
+                case .update(let update) where expired:
+                    if update.content != nil { recreate(id) }
+                    continue
+                case .move where expired:
+                    recreate(id)
+                    continue
+                case .delete where expired:
+                    continue
+                case .create(let create):
+                    recreate(create.parent)
+                    if let linked = create.linkedItem { recreate(linked) }
+                case .move(let move):
+                    recreate(move.parent)
+                default:
+                    break
+                }
+                if let owner = change.dependencies[index] { dependencies[ops.count] = owner }
+                ops.append(op)
+            }
+            guard ops != change.ops else { continue }
+            pending[position] = LocalChange(localID: change.localID, time: change.time, ops: ops, dependencies: dependencies)
+            rewritten.append(pending[position])
+        }
+        return rewritten
+    }
 
     /// Checked in debug builds: the incremental rebuild gives what replaying from scratch does.
     private var matchesFullReplay: Bool {
@@ -195,6 +261,8 @@ public struct RemoteOutcome: Sendable {
     public var landedBatch = false
     /// The view's items before, of those that may have changed (absent: did not exist).
     public var previous: [ItemID: Item] = [:]
+    /// Queued changes rewritten because they named items the expiry removed.
+    public var rewritten: [LocalChange] = []
 
     public init() {}
 }

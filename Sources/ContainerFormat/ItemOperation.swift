@@ -64,6 +64,14 @@ public enum ItemOperation: Hashable, Sendable {
             self.device = device
             self.linkedItem = linkedItem
         }
+
+        /// Makes `item` again, as it is (the journal's tree lost it; see `DeviceView`).
+        public init(recreating item: Item) {
+            self.init(
+                id: item.id, parent: item.parent, name: item.name, kind: item.kind, mode: item.mode, mtime: item.mtime,
+                content: Content(size: item.size, chunks: item.chunks), target: item.target, xattrs: item.xattrs,
+                owner: item.owner, device: item.device, linkedItem: item.linkedItem)
+        }
     }
 
     /// Content and/or attributes; absent fields stay as they are.
@@ -185,6 +193,17 @@ public enum ItemOperation: Hashable, Sendable {
         case .update(let op): op.id
         case .move(let op): op.id
         case .delete(let op): op.id
+        }
+    }
+
+    /// The items the operation needs to exist: its own, and the folder (or linked item) it
+    /// names.
+    public var namedItems: [ItemID] {
+        switch self {
+        case .create(let op): [op.parent] + (op.linkedItem.map { [$0] } ?? [])
+        case .update(let op): [op.id]
+        case .move(let op): [op.id, op.parent]
+        case .delete(let op): [op.id]
         }
     }
 }

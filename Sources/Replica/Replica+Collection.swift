@@ -227,18 +227,22 @@ extension Replica {
                 "the journal was compacted past this device's position (entries before \(floor) are gone) and no snapshot covers them")
         }
         let tree = snapshot.tree
-        let changed = try state.withLock { state -> Set<ItemID> in
-            let old = state.device.synced
-            let ids = Set(old.allIDs).union(tree.allIDs)
-            try database.write { db in try database.saveItems(ids, of: tree, db) }
-            state.device = DeviceView(
-                device: configuration.deviceName, synced: tree, pending: state.device.pending,
-                landed: state.device.landed)
+        let (changed, rewritten) = try state.withLock { state -> (Set<ItemID>, Int) in
+            let old = state.device.view
+            let ids = Set(state.device.synced.allIDs).union(tree.allIDs)
+            var device = state.device
+            let rewritten = device.rebase(on: tree)
+            try database.write { db in
+                try database.saveItems(ids, of: tree, db)
+                try database.deletePending(rewritten.map(\.localID), db)
+                for change in rewritten { try database.insertPending(change, db) }
+            }
+            state.device = device
             state.collections.headTime = nil
-            return Set(ids.filter { old.item($0) != tree.item($0) })
+            return (Set(ids.filter { old.item($0) != device.view.item($0) }), rewritten.count)
         }
         logger.notice(
-            "entries after this device's position were compacted away: started again from snapshot \(snapshot.seq), queued changes kept")
+            "entries after this device's position were compacted away: started again from snapshot \(snapshot.seq), queued changes kept (\(rewritten) of them rewritten: they name items whose deletion expired meanwhile)")
         if !changed.isEmpty {
             changeObserver.withLock { $0 }?(changed)
             downloadWanted(changed)

@@ -236,6 +236,10 @@ extension Replica {
             let recorded = recordingApplied { db in
                 if owed != state.owed { try database.setMeta("owed", Replica.encodedOwed(owed), db) }
                 try database.saveItems(syncedChanges, of: state.device.synced, db)
+                if !outcome.rewritten.isEmpty {
+                    try database.deletePending(outcome.rewritten.map(\.localID), db)
+                    for change in outcome.rewritten { try database.insertPending(change, db) }
+                }
                 if let landed {
                     try database.deletePending(landed.localIDs, db)
                     try database.setMeta("inFlight", nil, db)

@@ -324,6 +324,45 @@ struct FoldTests {
         #expect(journal.tree.policy == RetentionPolicy(versions: 150, deleted: 120))
     }
 
+    @Test("an edit queued by a device that never saw the delete survives the tombstone's expiry (and its folder's)")
+    func editSurvivesExpiry() {
+        var journal = Journal()
+        journal.commit("b", at: 100, [folder("d", "docs"), file("f", "f.txt", in: ItemID("d"), "v1")])
+        let created = journal.tree
+        var device = DeviceView(device: "a", synced: created)
+        // Offline on a: an edit, and a new file beside it.
+        let offline = device.makeChange(localID: 1, time: Timestamp(seconds: 150), [
+            (edit("f", base: 0, "edited offline"), .seq(1)),
+            (file("n", "new.txt", in: ItemID("d"), "new"), nil),
+        ])
+        device.append(offline)
+        // Meanwhile b deletes the folder, and a collector expires the tombstones.
+        let delete = Commit(commitID: "del", device: "b", deviceID: "b", time: Timestamp(seconds: 200), ops: [
+            .delete(.init(id: ItemID("f"), base: 1)), .delete(.init(id: ItemID("d"), base: 0)),
+        ])
+        var expire = Commit(commitID: "exp", device: "c", deviceID: "c", time: Timestamp(seconds: 300), ops: [])
+        expire.expire = Expiry(versionsBefore: Timestamp(seconds: 300), deletedBefore: Timestamp(seconds: 300))
+        journal.tree.apply(delete, seq: 2)
+        journal.tree.apply(expire, seq: 3)
+        let expired = journal.tree
+        #expect(expired.item(ItemID("f")) == nil && expired.item(ItemID("d")) == nil)
+        let outcome = device.applyRemote([(2, delete), (3, expire)], ourBatch: nil)
+        #expect(outcome.rewritten.count == 1)
+        #expect(device.view.liveItem(ItemID("f"))?.chunks == content("edited offline").chunks)
+        // Pushed: the folder and the file are made again, and the new file lands in it.
+        let commit = device.commit(for: Batch(commitID: "push", localIDs: [1]), device: "a", deviceID: "a", seq: 4)
+        #expect(journal.tree.apply(commit, seq: 4).rejected.isEmpty)
+        #expect(journal.tree.liveItem(ItemID("f"))?.chunks == content("edited offline").chunks)
+        #expect(journal.tree.liveItem(ItemID("n"))?.parent == ItemID("d"))
+        #expect(journal.tree.liveItem(ItemID("d"))?.name == "docs")
+        // The same on a device that starts again from a snapshot taken after the expiry.
+        var behind = DeviceView(device: "a", synced: created)
+        behind.append(offline)
+        #expect(behind.rebase(on: expired).count == 1)
+        #expect(behind.view.liveItem(ItemID("f"))?.chunks == content("edited offline").chunks)
+        #expect(behind.view.liveItem(ItemID("n"))?.parent == ItemID("d"))
+    }
+
     @Test("an edit beats a concurrent delete, in either order")
     func editBeatsDelete() {
         var first = Journal()

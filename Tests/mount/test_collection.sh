@@ -100,13 +100,19 @@ test_a_device_away_during_compaction_keeps_its_changes() {
     mount_device a
     mount_device b
     echo one > "$T/a/shared.txt"
+    mkdir "$T/a/folder"
+    echo two > "$T/a/folder/doomed.txt"
     sync_wait a
-    eventually 'test -e "$T/b/shared.txt"'
+    eventually 'test -e "$T/b/folder/doomed.txt"'
     fusermount3 -u "$T/b"
     mount_device b offline
     echo "edited offline" > "$T/b/shared.txt"
     echo "made offline" > "$T/b/offline.txt"
+    echo "edited offline too" > "$T/b/folder/doomed.txt"
     fusermount3 -u "$T/b"
+    # Deleted on a, and expired by the collection below: b's edit still brings it back, as
+    # an edit of a deleted file does.
+    rm -r "$T/a/folder"
     for i in $(seq 1 5); do
         echo "$i" > "$T/a/while-away-$i.txt"
         sync_wait a
@@ -121,6 +127,7 @@ test_a_device_away_during_compaction_keeps_its_changes() {
     sync_wait b
     eventually 'test -e "$T/a/offline.txt"'
     eventually 'grep -q "edited offline" "$T/a/shared.txt"'
+    eventually 'grep -q "edited offline too" "$T/a/folder/doomed.txt"'
     tree_sums a > "$T/on-a"
     eventually 'tree_sums b > "$T/on-b" && diff "$T/on-a" "$T/on-b"'
 }
