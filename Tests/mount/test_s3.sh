@@ -102,3 +102,22 @@ test_s3_collection() {
     assert_eq "$(cat "$T/c/kept.txt")" kept
     test ! -e "$T/c/gone1.bin"
 }
+
+# Version history and recently deleted on S3: the directory store's tests, run again.
+test_s3_six_versions_on_another_device() {
+    s3_required
+    MOUNT_OPTIONS="store=$(s3_url "mount-tests/$(basename "$T")-$$-$RANDOM")"
+    test_a_file_edited_five_times_shows_six_versions_on_another_device
+}
+
+test_s3_deleted_folder_comes_back_whole() {
+    s3_required
+    MOUNT_OPTIONS="store=$(s3_url "mount-tests/$(basename "$T")-$$-$RANDOM")"
+    test_a_deleted_folder_of_100_files_comes_back_whole
+}
+
+test_s3_gc_brings_the_store_to_live_data_plus_retained_history() {
+    s3_required
+    MOUNT_OPTIONS="store=$(s3_url "mount-tests/$(basename "$T")-$$-$RANDOM")"
+    test_gc_brings_the_store_to_live_data_plus_retained_history
+}
