@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import CLinux
 import FuseAdapter
 
 #if canImport(Glibc)
@@ -15,7 +16,7 @@ public struct ICloudFS: AsyncParsableCommand {
             Each file's sync state is in its extended attributes: getfattr -d FILE.
             Exit status: 0 done, 1 failed, 2 bad usage.
             """,
-        version: "icloudfs \(ICloudFSVersion.current) (libfuse \(FuseLibrary.version))",
+        version: ICloudFSVersion.line,
         subcommands: [
             MountCommand.self, StatusCommand.self, SyncCommand.self, DownloadCommand.self, EvictCommand.self,
             PinCommand.self, UnpinCommand.self, ConflictsCommand.self, VersionsCommand.self, RestoreCommand.self,
@@ -60,5 +61,10 @@ public struct ICloudFS: AsyncParsableCommand {
 }
 
 public enum ICloudFSVersion {
-    public static let current = "0.1.0"
+    /// The package version (Scripts/package names the .deb by it).
+    public static let current = "0.9.0"
+    /// The commit built, as Scripts/package passes it ("unknown" in other builds).
+    public static var commit: String { String(cString: icloudfs_build_commit()) }
+    /// What `icloudfs --version` and `mount.icloudfs -V` print.
+    public static var line: String { "icloudfs \(current) (commit \(commit), libfuse \(FuseLibrary.version))" }
 }

@@ -1,6 +1,7 @@
 import Foundation
 
-/// `mount.icloudfs SOURCE DIR [-sfnv] [-o OPTIONS]`: what mount(8) and fstab run.
+/// `mount.icloudfs SOURCE DIR [-sfnv] [-o OPTIONS]`: what mount(8) and fstab run;
+/// `mount.icloudfs -V` prints the version.
 public enum MountHelper {
     public static func run() async -> Never {
         // The background mount runs this binary again with `icloudfs mount` arguments.
@@ -19,6 +20,9 @@ public enum MountHelper {
                 continue  // sloppy, fake, no mtab, verbose: nothing to do for a FUSE mount
             case "-h", "--help":
                 return await ICloudFS.run(["mount", "--help"])
+            case "-V", "--version":
+                print(ICloudFSVersion.line)
+                exit(0)
             default:
                 if argument.hasPrefix("-o") {
                     options.append(String(argument.dropFirst(2)))

@@ -99,6 +99,7 @@ struct Mounter {
         replica.start()
         logger.info("mounted \(container) at \(mountPoint) (cache \(cache))")
         if reportReady { Daemon.reportReady() }
+        SystemdNotify.send("READY=1\nSTATUS=\(container) mounted at \(mountPoint)")
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let thread = Thread {
                 session.run()
@@ -107,6 +108,7 @@ struct Mounter {
             thread.stackSize = 8 << 20
             thread.start()
         }
+        SystemdNotify.send("STOPPING=1\nSTATUS=saving the queue of \(container)")
         await replica.stop()
         let pending = replica.pendingChangeCount
         logger.info("unmounted \(mountPoint)\(pending > 0 ? "; \(pending) change(s) stay queued for the next mount" : "")")
