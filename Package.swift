@@ -139,6 +139,7 @@ let package = Package(
             name: "BlobStoreS3Tests",
             dependencies: ["BlobStoreS3", "BlobStore", "Replica", "ContainerFormat", "TestSupport", "icloudfs-testhelper"]),
         .testTarget(name: "ContainerFormatTests", dependencies: ["ContainerFormat", "Collection", "TestSupport"]),
+        .testTarget(name: "ICloudFSCommandsTests", dependencies: ["ICloudFSCommands"]),
         // Every decoder of untrusted bytes as a fuzz target (Scripts/fuzz), and its corpus replayed.
         .target(name: "FuzzTargets", dependencies: ["ContainerFormat", "Replica", "BlobStoreS3"], path: "Tests/Fuzz/Targets"),
         .executableTarget(name: "icloudfs-fuzz", dependencies: ["FuzzTargets", "CLinux"], path: "Tests/Fuzz/Main"),

@@ -50,51 +50,65 @@ public struct MountOptions: Sendable, Equatable {
             let parts = option.split(separator: "=", maxSplits: 1).map(String.init)
             let name = parts[0]
             let value = parts.count > 1 ? parts[1] : nil
-            func required() throws(MountOptionError) -> String {
-                guard let value, !value.isEmpty else { throw .missingValue(name) }
-                return value
-            }
-            switch name {
-            case "store": store = try required()
-            case "cache": cache = try required()
-            case "device": device = try required()
-            case "poll":
-                guard let duration = MountOptions.duration(try required()) else { throw .badValue(option, "a duration like 2s or 500ms") }
-                poll = duration
-            case "ro": readOnly = true
-            case "allow_other": allowOther = true
-            case "default_permissions": defaultPermissions = true
-            case "acl": acl = true
-            case "noacl": acl = false
-            case "uid": uid = try MountOptions.number(option, try required(), radix: 10)
-            case "gid": gid = try MountOptions.number(option, try required(), radix: 10)
-            case "umask": umask = try MountOptions.number(option, try required(), radix: 8)
-            case "foreground": foreground = true
-            case "debug": debug = true
-            case "greedy": greedy = true
-            case "nogc": autoCollect = false
-            case "offline": offline = true
-            case "cache_size":
-                guard let size = MountOptions.size(try required()) else { throw .badValue(option, "a size like 10G or 500M") }
-                cacheSize = size
-            case "upload_limit":
-                guard let rate = MountOptions.size(try required()), rate > 0 else {
-                    throw .badValue(option, "bytes per second like 1M or 500K")
-                }
-                uploadLimit = rate
-            case "upload_wait":
-                guard let duration = MountOptions.duration(try required()) else { throw .badValue(option, "a duration like 60s") }
-                uploadWait = duration
-            case "offline_wait":
-                guard let duration = MountOptions.duration(try required()) else { throw .badValue(option, "a duration like 15s") }
-                offlineWait = duration
-            case _ where MountOptions.kernelFlagNames.contains(name) && value == nil: kernelFlags.append(name)
-            default:
-                if MountOptions.ignored.contains(name) || name.hasPrefix("x-") || name.hasPrefix("comment=") { continue }
+            if let handler = MountOptions.handlers[name] {
+                try handler(&self, Given(option: option, name: name, value: value))
+            } else if MountOptions.kernelFlagNames.contains(name) && value == nil {
+                kernelFlags.append(name)
+            } else if !(MountOptions.ignored.contains(name) || name.hasPrefix("x-") || name.hasPrefix("comment=")) {
                 throw .unknown(name)
             }
         }
     }
+
+    /// One option as given: `name` or `name=value`.
+    struct Given {
+        let option: String
+        let name: String
+        let value: String?
+
+        func required() throws(MountOptionError) -> String {
+            guard let value, !value.isEmpty else { throw .missingValue(name) }
+            return value
+        }
+
+        func duration(_ example: String) throws(MountOptionError) -> Duration {
+            guard let duration = MountOptions.duration(try required()) else { throw .badValue(option, example) }
+            return duration
+        }
+    }
+
+    /// Every option with a meaning of its own (the man page lists each: a test checks).
+    static let handlers: [String: @Sendable (inout MountOptions, Given) throws(MountOptionError) -> Void] = [
+        "store": { options, given throws(MountOptionError) in options.store = try given.required() },
+        "cache": { options, given throws(MountOptionError) in options.cache = try given.required() },
+        "device": { options, given throws(MountOptionError) in options.device = try given.required() },
+        "poll": { options, given throws(MountOptionError) in options.poll = try given.duration("a duration like 2s or 500ms") },
+        "ro": { options, _ throws(MountOptionError) in options.readOnly = true },
+        "allow_other": { options, _ throws(MountOptionError) in options.allowOther = true },
+        "default_permissions": { options, _ throws(MountOptionError) in options.defaultPermissions = true },
+        "acl": { options, _ throws(MountOptionError) in options.acl = true },
+        "noacl": { options, _ throws(MountOptionError) in options.acl = false },
+        "uid": { options, given throws(MountOptionError) in options.uid = try MountOptions.number(given.option, try given.required(), radix: 10) },
+        "gid": { options, given throws(MountOptionError) in options.gid = try MountOptions.number(given.option, try given.required(), radix: 10) },
+        "umask": { options, given throws(MountOptionError) in options.umask = try MountOptions.number(given.option, try given.required(), radix: 8) },
+        "foreground": { options, _ throws(MountOptionError) in options.foreground = true },
+        "debug": { options, _ throws(MountOptionError) in options.debug = true },
+        "greedy": { options, _ throws(MountOptionError) in options.greedy = true },
+        "nogc": { options, _ throws(MountOptionError) in options.autoCollect = false },
+        "offline": { options, _ throws(MountOptionError) in options.offline = true },
+        "cache_size": { options, given throws(MountOptionError) in
+            guard let size = MountOptions.size(try given.required()) else { throw .badValue(given.option, "a size like 10G or 500M") }
+            options.cacheSize = size
+        },
+        "upload_limit": { options, given throws(MountOptionError) in
+            guard let rate = MountOptions.size(try given.required()), rate > 0 else {
+                throw .badValue(given.option, "bytes per second like 1M or 500K")
+            }
+            options.uploadLimit = rate
+        },
+        "upload_wait": { options, given throws(MountOptionError) in options.uploadWait = try given.duration("a duration like 60s") },
+        "offline_wait": { options, given throws(MountOptionError) in options.offlineWait = try given.duration("a duration like 15s") },
+    ]
 
     static func number(_ option: String, _ text: String, radix: Int) throws(MountOptionError) -> UInt32 {
         guard let value = UInt32(text, radix: radix) else { throw .badValue(option, "a number") }
