@@ -24,7 +24,10 @@ int fallocate(int fd, int mode, __off64_t offset, __off64_t len);
 // libFuzzer's driver (compiler-rt, LLVM 11+), for the fuzz build's own entry point
 // (Tests/Fuzz/Main): declared here only, linked only with -sanitize=fuzzer.
 int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const uint8_t *data, size_t size));
-// The commit a build is of: Scripts/package passes -Xcc -DICLOUDFS_COMMIT='"..."'.
+// The commit a build is of: Scripts/package writes build_commit.h (not in git) defining it.
+#if __has_include("build_commit.h")
+#include "build_commit.h"
+#endif
 #ifndef ICLOUDFS_COMMIT
 #define ICLOUDFS_COMMIT "unknown"
 #endif

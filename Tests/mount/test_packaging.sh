@@ -1,5 +1,8 @@
 # Packaging (issue 23): what systemd, mount(8) and packagers rely on.
 
+# The repository (the run sources this file from there).
+PACKAGE_SOURCE=$PWD
+
 # Type=notify: a foreground mount tells $NOTIFY_SOCKET once it is usable, and when it stops.
 test_foreground_mount_notifies_systemd() {
     mkdir -p "$T/m"
@@ -26,4 +29,59 @@ PY
 test_version_names_the_package_version_and_commit() {
     "$BIN/icloudfs" --version | grep -Eq '^icloudfs [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]+|unknown), libfuse '
     assert_eq "$("$BIN/mount.icloudfs" -V)" "$("$BIN/icloudfs" --version)"
+}
+
+# The Debian package, as a user gets it: built, installed with apt, used through mount -t,
+# an fstab line, man and the completions, with the Swift toolchain out of the loader's
+# sight, then removed without a trace.
+test_debian_package_installs_mounts_and_removes_cleanly() {
+    [ "$(id -u)" = 0 ] || skip "installs a package: needs root"
+    dpkg-query -W -f='${Status}' icloudfs 2>/dev/null | grep -q "install ok installed" && skip "icloudfs is installed on this machine already"
+    (cd "$PACKAGE_SOURCE" && Scripts/package --out "$T/dist") > "$T/package.log" 2>&1 || { tail -n 20 "$T/package.log"; return 1; }
+    local deb
+    deb=$(tail -n 1 "$T/package.log")
+    trap 'DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq icloudfs >/dev/null 2>&1' EXIT
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" > "$T/apt.log" 2>&1 || { cat "$T/apt.log"; return 1; }
+    test -x /usr/bin/icloudfs
+    assert_eq "$(readlink -f /usr/sbin/mount.icloudfs)" /usr/bin/icloudfs
+    # Nothing of the toolchain is needed: with /opt/swift empty, it runs.
+    unshare -m sh -c 'mount -t tmpfs none /opt/swift && /usr/bin/icloudfs --version' > "$T/version"
+    grep -Eq "^icloudfs [0-9.]+ \(commit [0-9a-f]{12}" "$T/version"
+    ldd /usr/bin/icloudfs > "$T/ldd"
+    fails grep -q /opt/swift "$T/ldd"
+    # mount -t, then an fstab line (mount -T), on a second device of the same store.
+    mkdir -p "$T/m" "$T/f"
+    mount -t icloudfs "$CONTAINER" "$T/m" -o "store=$T/store,cache=$T/cache-m"
+    grep -q "$T/m fuse.icloudfs" /proc/mounts
+    echo "by mount -t" > "$T/m/file"
+    /usr/bin/icloudfs sync --wait "$T/m"
+    umount "$T/m"
+    echo "$CONTAINER $T/f icloudfs store=$T/store,cache=$T/cache-f,nofail,_netdev,x-systemd.automount 0 0" > "$T/fstab"
+    mount -T "$T/fstab" "$T/f"
+    assert_eq "$(cat "$T/f/file")" "by mount -t"
+    umount "$T/f"
+    # A bogus option: one line, exit 2, nothing mounted.
+    if mount -t icloudfs "$CONTAINER" "$T/m" -o "store=$T/store,bogus_option" 2> "$T/err"; then return 1; fi
+    assert_eq "$(wc -l < "$T/err")" 1 "one line"
+    grep -q "bogus_option" "$T/err"
+    fails grep -q " $T/m " /proc/mounts
+    # Man pages and completions.
+    man -w icloudfs mount.icloudfs > /dev/null
+    MANWIDTH=100 man mount.icloudfs 2> /dev/null | grep -q "x-systemd.automount"
+    MANWIDTH=100 man icloudfs 2> /dev/null | grep -q "undelete"
+    grep -q "icloudfs" /usr/share/bash-completion/completions/icloudfs
+    bash -c 'source /usr/share/bash-completion/completions/icloudfs && complete -p icloudfs' > /dev/null
+    test -s /usr/share/zsh/vendor-completions/_icloudfs
+    test -s /usr/share/fish/vendor_completions.d/icloudfs.fish
+    # The unit, checked by systemd (an instance of the template; its commands and man pages
+    # exist now).
+    cp /usr/lib/systemd/user/icloudfs@.service "$T/icloudfs@$CONTAINER.service"
+    (cd "$T" && systemd-analyze verify "./icloudfs@$CONTAINER.service")
+    # Removed: no file of it is left.
+    dpkg -L icloudfs | grep -v '^/\.$' > "$T/files"
+    DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq icloudfs > /dev/null 2>&1
+    trap - EXIT
+    while read -r path; do
+        if [ -f "$path" ] || [ -L "$path" ]; then echo "    left after removal: $path"; return 1; fi
+    done < "$T/files"
 }
