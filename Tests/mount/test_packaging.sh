@@ -44,8 +44,14 @@ test_debian_package_installs_mounts_and_removes_cleanly() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" > "$T/apt.log" 2>&1 || { cat "$T/apt.log"; return 1; }
     test -x /usr/bin/icloudfs
     assert_eq "$(readlink -f /usr/sbin/mount.icloudfs)" /usr/bin/icloudfs
-    # Nothing of the toolchain is needed: with /opt/swift empty, it runs.
-    unshare -m sh -c 'mount -t tmpfs none /opt/swift && /usr/bin/icloudfs --version' > "$T/version"
+    # Nothing of the toolchain is needed: with /opt/swift empty (in a mount namespace of its
+    # own), it mounts, writes, reads and unmounts.
+    mkdir -p "$T/hidden"
+    unshare -m sh -c 'mount -t tmpfs none /opt/swift && test -z "$(ls /opt/swift)" &&
+        mount -t icloudfs "$1" "$2/hidden" -o "store=$2/store,cache=$2/cache-hidden" &&
+        echo "without the toolchain" > "$2/hidden/proof" && cat "$2/hidden/proof" && umount "$2/hidden" &&
+        /usr/bin/icloudfs --version > "$2/version"' sh "$CONTAINER" "$T" > "$T/hidden.out"
+    assert_eq "$(cat "$T/hidden.out")" "without the toolchain"
     grep -Eq "^icloudfs [0-9.]+ \(commit [0-9a-f]{12}" "$T/version"
     ldd /usr/bin/icloudfs > "$T/ldd"
     fails grep -q /opt/swift "$T/ldd"
@@ -69,8 +75,12 @@ test_debian_package_installs_mounts_and_removes_cleanly() {
     man -w icloudfs mount.icloudfs > /dev/null
     MANWIDTH=100 man mount.icloudfs 2> /dev/null | grep -q "x-systemd.automount"
     MANWIDTH=100 man icloudfs 2> /dev/null | grep -q "undelete"
-    grep -q "icloudfs" /usr/share/bash-completion/completions/icloudfs
-    bash -c 'source /usr/share/bash-completion/completions/icloudfs && complete -p icloudfs' > /dev/null
+    # Tab completion, as bash runs it: a command, then an option of it.
+    local complete='source /usr/share/bash-completion/completions/icloudfs
+        COMP_WORDS=($1); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMP_LINE="$1"; COMP_POINT=${#COMP_LINE}
+        _icloudfs icloudfs "${COMP_WORDS[-1]}" "${COMP_WORDS[-2]}"; echo "${COMPREPLY[*]}"'
+    assert_eq "$(bash -c "$complete" sh "icloudfs undel")" undelete
+    assert_eq "$(bash -c "$complete" sh "icloudfs gc --dr")" --dry-run
     test -s /usr/share/zsh/vendor-completions/_icloudfs
     test -s /usr/share/fish/vendor_completions.d/icloudfs.fish
     # The unit, checked by systemd (an instance of the template; its commands and man pages
