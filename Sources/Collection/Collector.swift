@@ -97,7 +97,7 @@ public struct Collector: Sendable {
         let policy = tree.policy ?? .standard
 
         // 1. The expiry: every device drops the same versions and deleted items.
-        var expire = Commit(commitID: UUID().uuidString, device: device, deviceID: deviceID, time: .now(), ops: [])
+        var expire = Commit(commitID: RandomID.make(), device: device, deviceID: deviceID, time: .now(), ops: [])
         expire.expire = policy.expiry(at: expire.time)
         var trial = tree
         result.expiredItems = trial.apply(expire, seq: trial.head + 1).changed.count

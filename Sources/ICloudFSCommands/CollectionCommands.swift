@@ -61,7 +61,7 @@ struct CollectCommand: AsyncParsableCommand {
         guard let cache = ExtendedAttributes.get("user.icloud.cacheFolder", of: root) else {
             throw ExitMessage("\(target): not an icloudfs mount point")
         }
-        let token = UUID().uuidString
+        let token = RandomID.make()
         do {
             try ExtendedAttributes.set("user.icloud.collect", dryRun ? "\(token)\ndry" : token, of: root)
         } catch let error as ExtendedAttributes.Failure {
@@ -103,7 +103,7 @@ struct CollectCommand: AsyncParsableCommand {
             throw ExitMessage("cannot open container \(target): \(error.message)")
         }
         let collector = Collector(
-            container: container, device: "gc@\(ProcessInfo.processInfo.hostName)", deviceID: UUID().uuidString,
+            container: container, device: "gc@\(ProcessInfo.processInfo.hostName)", deviceID: RandomID.make(),
             logger: logger, progress: { step($0) })
         do {
             defer { clearStep() }

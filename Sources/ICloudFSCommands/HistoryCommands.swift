@@ -181,7 +181,7 @@ enum DeletedListing {
         guard let cache = ExtendedAttributes.get("user.icloud.cacheFolder", of: root) else {
             throw ExitMessage("\(mountRoot): not an icloudfs mount point")
         }
-        let token = UUID().uuidString
+        let token = RandomID.make()
         let filter = path.map { $0.split(separator: "/").joined(separator: "/") }
         try ExtendedAttributes.set("user.icloud.listDeleted", filter.map { "\(token)\n\($0)" } ?? token, of: root)
         let file = "\(cache)/listings/\(token).json"

@@ -50,7 +50,7 @@ extension Replica {
             if let name {
                 guard state.view.child(named: name, in: item.parent) == nil else { throw .exists }
                 enqueue([(.create(.init(
-                    id: ItemID(UUID().uuidString), parent: item.parent, name: name, kind: .file, mode: item.mode,
+                    id: ItemID(RandomID.make()), parent: item.parent, name: name, kind: .file, mode: item.mode,
                     mtime: now, content: content, xattrs: item.xattrs, owner: item.owner)), nil)], &state)
                 return false
             }
@@ -156,7 +156,7 @@ extension Replica {
         try await syncLock.withLock {
             try await pullUnlocked()
             var commit = Commit(
-                commitID: UUID().uuidString, device: configuration.deviceName, deviceID: deviceID, time: .now(), ops: [])
+                commitID: RandomID.make(), device: configuration.deviceName, deviceID: deviceID, time: .now(), ops: [])
             commit.policy = policy
             try await appendAtNextFreeNumber { _, _ in commit }
         }

@@ -211,7 +211,7 @@ extension Replica {
             {
                 throw .invalidArgument("cannot move a folder inside itself")
             }
-            let aside = ".icloudfs-exchange-\(UUID().uuidString)"
+            let aside = ".icloudfs-exchange-\(RandomID.make())"
             enqueue([
                 (.move(.init(id: item.id, base: 0, parent: otherParent, name: aside)), state.device.base(of: item.id)),
                 (.move(.init(id: other.id, base: 0, parent: parent, name: name)), state.device.base(of: other.id)),
@@ -324,7 +324,7 @@ extension Replica {
             guard let folder = state.view.liveItem(parent) else { throw .notFound }
             guard folder.kind == .folder else { throw .notAFolder }
             guard state.view.child(named: name, in: parent) == nil else { throw .exists }
-            let id = ItemID(UUID().uuidString)
+            let id = ItemID(RandomID.make())
             var owner = owner
             var mode = mode & 0o7777
             if folder.mode & UInt32(S_ISGID) != 0 {

@@ -350,7 +350,7 @@ extension Replica {
         while let (entry, chunks) = state.withLock({ $0.owed.min { $0.key < $1.key }.map { ($0.key, $0.value) } }) {
             try await upload(chunks)
             let commit = Commit(
-                commitID: UUID().uuidString, device: configuration.deviceName, deviceID: deviceID,
+                commitID: RandomID.make(), device: configuration.deviceName, deviceID: deviceID,
                 time: .now(), ops: [], uploaded: [entry])
             try await appendAtNextFreeNumber { _, _ in commit }
             try state.withLock { state in
@@ -392,7 +392,7 @@ extension Replica {
                 let ids = state.device.nextBatchIDs(
                     maximumOperations: configuration.maximumBatchOperations, maximumChunks: configuration.maximumBatchChunks)
                 guard !ids.isEmpty else { return nil }
-                let batch = Batch(commitID: UUID().uuidString, localIDs: ids)
+                let batch = Batch(commitID: RandomID.make(), localIDs: ids)
                 try database.write { db in
                     try database.setMeta("inFlight", String(decoding: FormatCoding.encode(batch), as: UTF8.self), db)
                 }

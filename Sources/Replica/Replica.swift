@@ -90,7 +90,7 @@ public final class Replica: Sendable {
             let loaded = try database.write { db -> (ReplicaState, String) in
                 var deviceID = try database.meta("deviceID", db)
                 if deviceID == nil {
-                    deviceID = UUID().uuidString
+                    deviceID = RandomID.make()
                     try database.setMeta("deviceID", deviceID, db)
                 }
                 let tree = try database.loadTree(db)
@@ -139,7 +139,7 @@ public final class Replica: Sendable {
             remote = try await container.readIdentity()
             if remote == nil, configuration.createIfMissing {
                 let proposed = Identity(
-                    container: configuration.container, token: UUID().uuidString, created: Timestamp.now())
+                    container: configuration.container, token: RandomID.make(), created: Timestamp.now())
                 remote = try await container.createIdentity(proposed)
                 logger.info("created container \(configuration.container) in \(container.store.location)")
             }
