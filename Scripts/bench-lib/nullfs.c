@@ -185,8 +185,22 @@ static void op_readdir(fuse_req_t req, fuse_ino_t folder, size_t size, off_t off
     fuse_reply_buf(req, buffer, used);
 }
 
+// The connection as icloudfs asks for it (Sources/FuseAdapter/FuseOperations.swift), so
+// that the floor pays for the same kernel behaviour: request sizes, parallel lookups, O_TRUNC
+// with open, splicing, no page cache invalidation on mtime changes.
+static void op_init(void *userdata, struct fuse_conn_info *conn) {
+    (void)userdata;
+    conn->max_write = (1 << 20) - 4096;
+    conn->max_readahead = 1 << 20;
+    unsigned wanted[] = {FUSE_CAP_PARALLEL_DIROPS, FUSE_CAP_ATOMIC_O_TRUNC, FUSE_CAP_SPLICE_WRITE,
+                         FUSE_CAP_SPLICE_MOVE, FUSE_CAP_SPLICE_READ};
+    for (size_t i = 0; i < sizeof wanted / sizeof *wanted; i++)
+        if (conn->capable & wanted[i]) conn->want |= wanted[i];
+    conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+}
+
 static const struct fuse_lowlevel_ops operations = {
-    .lookup = op_lookup, .getattr = op_getattr, .setattr = op_setattr, .mkdir = op_mkdir,
+    .init = op_init, .lookup = op_lookup, .getattr = op_getattr, .setattr = op_setattr, .mkdir = op_mkdir,
     .symlink = op_symlink, .create = op_create, .link = op_link, .readlink = op_readlink,
     .open = op_open, .read = op_read, .write = op_write, .flush = op_done, .release = op_done,
     .getxattr = op_getxattr, .unlink = op_remove, .rmdir = op_remove, .opendir = op_open,
