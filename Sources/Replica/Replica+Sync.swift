@@ -12,40 +12,52 @@ extension Replica {
         try await syncLock.withLock { try await pullUnlocked() }
     }
 
-    /// Pushes the whole queue (and pulls what arrives meanwhile). Throws when the store fails.
+    /// Pushes the queue (and pulls what arrives meanwhile). Throws when the store fails.
+    /// During a burst of changes it stops after the batches that are full: the rest goes up
+    /// when the burst pauses (`pushAfterPause`), as one commit rather than one per few files.
     public func push() async throws {
         try await syncLock.withLock {
             try await pullUnlocked()
+            var due = pushRequested.withLock { requested in
+                defer { requested = false }
+                return requested
+            }
             while true {
                 try await payOwedUploads()
+                guard due || nextBatchIsDue() else {
+                    // Still arriving: `pushAfterPause` wakes the loop when they pause.
+                    if state.withLock({ !$0.device.pending.isEmpty }) { pushAfterPause() }
+                    break
+                }
                 guard try await pushOneBatch() else { break }
-                await letBurstFillBatch()
+                due = false
             }
         }
     }
 
-    /// While changes keep arriving (tar x), the next batch waits one `pushPause` to fill
-    /// first: one commit per pause instead of one per few files (each commit costs a journal
-    /// entry, a store flush and transactions). Not when nothing is queued: the pause holds
-    /// the sync lock, and pulls (other devices' changes) waited 50 ms behind it for nothing
-    /// after every push; a change arriving later schedules its own push.
-    private func letBurstFillBatch() async {
-        let arriving = state.withLock { state in
-            guard let last = state.lastLocalChange, ContinuousClock.now - last < Replica.pushPause,
-                !state.device.pending.isEmpty
-            else { return false }
-            return state.device.pending.count < configuration.maximumBatchOperations
+    /// Whether what is still queued should go up now: the changes have paused, or they fill
+    /// a batch anyway. Each commit costs a journal entry, a store flush, transactions and
+    /// a pull of its own entry, so a burst (tar x, cp -r) goes up in few of them.
+    private func nextBatchIsDue() -> Bool {
+        state.withLock { state in
+            !state.device.pending.isEmpty
+                && (state.device.pending.count >= configuration.maximumBatchOperations || Replica.changesPaused(state))
         }
-        if arriving { try? await Task.sleep(for: Replica.pushPause) }
+    }
+
+    static func changesPaused(_ state: ReplicaState) -> Bool {
+        state.lastLocalChange.map { ContinuousClock.now - $0 >= pushPause } ?? true
     }
 
     /// Wakes the background loop to pull and push now.
     public func syncSoon() {
+        pushRequested.withLock { $0 = true }
         wakeup.signal()
     }
 
-    /// A local change wakes the loop after a short pause, so that a burst of changes (tar x,
-    /// cp -r) goes up as a few large commits, not one per file.
+    /// A local change wakes the loop once changes pause for `pushPause` (or a batch is full,
+    /// or `pushDelayLimit` passed), so that a burst of changes (tar x, cp -r) goes up as a
+    /// few large commits, not one per file, and still reaches the store while it lasts.
     func pushAfterPause() {
         let first = pushPending.withLock { pending in
             defer { pending = true }
@@ -53,19 +65,28 @@ extension Replica {
         }
         guard first else { return }
         Task { [self] in
-            try? await Task.sleep(for: Replica.pushPause)
+            let start = ContinuousClock.now
+            while ContinuousClock.now - start < Replica.pushDelayLimit {
+                try? await Task.sleep(for: Replica.pushPause)
+                let due = state.withLock { state in
+                    Replica.changesPaused(state) || state.device.pending.count >= configuration.maximumBatchOperations
+                }
+                if due { break }
+            }
             pushPending.withLock { $0 = false }
-            wakeup.signal()
+            syncSoon()
         }
     }
 
     static let pushPause = Duration.milliseconds(50)
+    /// The longest a change waits for a burst to pause before it is pushed anyway.
+    static let pushDelayLimit = Duration.seconds(1)
 
     /// Waits until the queue is empty and no file has unqueued writes, or `timeout` passes.
     /// Returns whether everything was uploaded.
     public func waitUntilUploaded(timeout: Duration) async -> Bool {
         let deadline = ContinuousClock.now + timeout
-        wakeup.signal()
+        syncSoon()
         while ContinuousClock.now < deadline {
             let done = state.withLock { state in
                 state.device.pending.isEmpty && state.owed.isEmpty && !state.content.values.contains(where: \.dirty)

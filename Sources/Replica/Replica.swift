@@ -38,6 +38,9 @@ public final class Replica: Sendable {
     let wakeup = WakeupSignal()
     /// A wake-up for local changes is already scheduled (see `pushAfterPause`).
     let pushPending = Mutex(false)
+    /// A push was asked for (`syncSoon`, `sync --wait`, a burst's pause): the next push goes
+    /// up at once. Other wake-ups (a new journal entry, the poll) push only what is due.
+    let pushRequested = Mutex(true)
     let loop = Mutex<Task<Void, Never>?>(nil)
     /// Automatic collection (`ReplicaConfiguration.autoCollect`) and usage measured lately.
     let collection = Mutex(CollectionTasks())
