@@ -64,6 +64,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             exclude: ["Protos"]
         ),

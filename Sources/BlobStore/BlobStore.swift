@@ -1,4 +1,5 @@
 import Foundation
+import SystemPackage
 
 /// The remote a container lives in, shaped like S3 so that every backend is thin.
 ///
@@ -46,6 +47,34 @@ public protocol BlobStore: Sendable {
     /// Stores each object whose key is free, leaving existing ones as they are; all are
     /// durable when it returns. See the extension for the default (several at once).
     func putAllIfAbsent(_ objects: [(key: BlobKey, data: Data)]) async throws
+
+    /// The object open for copying into a file inside the kernel, where the store is a
+    /// local folder; nil where it is not (`get` it). The bounds and errors of
+    /// `get(_:maximumSize:)`. Blocks: call it off the task threads.
+    func openLocally(_ key: BlobKey, maximumSize: UInt64) throws -> LocalObject?
+}
+
+/// An object of a local store, open, its bytes already being read from disk.
+public final class LocalObject {
+    let fd: FileDescriptor
+    public let size: UInt64
+    let path: String
+
+    init(fd: FileDescriptor, size: UInt64, path: String) {
+        self.fd = fd
+        self.size = size
+        self.path = path
+        // The disk starts on it now: the copy (often under a lock) then finds it in memory.
+        _ = posix_fadvise(fd.rawValue, 0, off_t(size), POSIX_FADV_WILLNEED)
+    }
+
+    deinit { try? fd.close() }
+
+    /// Copies every byte into `target` at `offset` (`copy_file_range`: none through our memory).
+    public func copy(into target: FileDescriptor, at offset: UInt64) throws {
+        let copied = try FileIO.copyRange(from: fd, at: 0, to: target, at: offset, count: Int(size))
+        guard copied == Int(size) else { throw StoreError.badObject("\(path) changed while it was read") }
+    }
 }
 
 extension BlobStore {
@@ -60,6 +89,8 @@ extension BlobStore {
     /// can tell (nil where it cannot: callers poll). A hint only: yields may be spurious or
     /// coalesced, and callers still read to find out what changed.
     public func changeNotifications(prefix: String) -> AsyncStream<Void>? { nil }
+
+    public func openLocally(_ key: BlobKey, maximumSize: UInt64) throws -> LocalObject? { nil }
 
     /// Eight `putIfAbsent` calls in flight at once: a remote store's latency, not its
     /// bandwidth, bounds one-at-a-time uploads of small objects.

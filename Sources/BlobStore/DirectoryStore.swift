@@ -39,6 +39,20 @@ public struct DirectoryStore: BlobStore {
         }
     }
 
+    /// The object's file, for `copy_file_range`: its bytes never pass through our memory (a
+    /// cold read copied each chunk twice through a new buffer).
+    public func openLocally(_ key: BlobKey, maximumSize: UInt64) throws -> LocalObject? {
+        let path = self.path(of: key)
+        return try checked(key) { () throws -> LocalObject in
+            let (fd, size) = try openObject(path)
+            guard size <= maximumSize else {
+                try? fd.close()
+                throw StoreError.badObject("\(path) holds \(size) bytes, more than the \(maximumSize) allowed")
+            }
+            return LocalObject(fd: fd, size: size, path: path.string)
+        }
+    }
+
     /// Opens an object to read, and its size, without following a symlink or blocking on a
     /// FIFO, and only if it is a regular file (a store is shared: what it holds is untrusted).
     private func openObject(_ path: FilePath) throws -> (FileDescriptor, UInt64) {

@@ -33,6 +33,28 @@ public enum FileIO {
         return Data(bytesNoCopy: buffer.baseAddress!, count: done, deallocator: .custom { pointer, _ in pointer.deallocate() })
     }
 
+    /// Calls `body` with `count` bytes of the file from `offset`, a block at a time, read into
+    /// one small buffer: no large new buffer (zero-filled pages and an munmap per call), and
+    /// no mapping (a file truncated under a mapping kills the process with SIGBUS). Fewer
+    /// bytes only at the end of the file.
+    public static func forEachBlock(
+        _ fd: FileDescriptor, offset: UInt64, count: Int, _ body: (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: blockSize, alignment: 4096)
+        defer { buffer.deallocate() }
+        var done = 0
+        while done < count {
+            let wanted = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<min(blockSize, count - done)])
+            let n = try fd.read(fromAbsoluteOffset: Int64(offset) + Int64(done), into: wanted)
+            if n == 0 { break }
+            try body(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            done += n
+        }
+    }
+
+    /// Below glibc's mmap threshold (256 KiB, set by the daemon): taken from the heap.
+    static let blockSize = 128 << 10
+
     public static func writeAll(_ fd: FileDescriptor, _ data: Data, offset: UInt64) throws(Errno) {
         do {
             try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) throws in

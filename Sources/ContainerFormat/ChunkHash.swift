@@ -1,5 +1,7 @@
+import BlobStore
 import Crypto
 import Foundation
+import SystemPackage
 
 /// The SHA-256 of a chunk's bytes: its name in the store and its integrity check. Kept
 /// inline as four words (every file of a large container holds one or more: no heap object
@@ -14,6 +16,19 @@ public struct ChunkHash: Hashable, Comparable, Sendable, CustomStringConvertible
 
     public init(of buffer: UnsafeRawBufferPointer) {
         self.init(digest: SHA256.hash(data: buffer))
+    }
+
+    /// The hash of `count` bytes of a file from `offset` (nil when the file ends before),
+    /// read a block at a time.
+    public init?(ofFile fd: FileDescriptor, at offset: UInt64, count: Int) throws {
+        var hasher = SHA256()
+        var read = 0
+        try FileIO.forEachBlock(fd, offset: offset, count: count) { block in
+            hasher.update(bufferPointer: block)
+            read += block.count
+        }
+        guard read == count else { return nil }
+        self.init(digest: hasher.finalize())
     }
 
     /// The hash of `count` zero bytes (a hole's chunk), without a buffer that large.

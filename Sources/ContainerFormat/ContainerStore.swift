@@ -1,5 +1,6 @@
 import BlobStore
 import Foundation
+import SystemPackage
 
 /// One container's objects in a blob store (docs/FORMAT.md):
 /// `identity`, `chunks/<ab>/<sha256>`, `journal/<seq>`, `snapshots/<seq>`.
@@ -110,6 +111,30 @@ public struct ContainerStore: Sendable {
             }
         }
         return data
+    }
+
+    /// A chunk open for a local copy (`BlobStore.openLocally`; nil where the store cannot:
+    /// use `readChunk`); `copy(_:into:at:)` copies and checks it. Blocks.
+    public func openChunk(_ ref: ChunkRef) throws -> LocalObject? {
+        do {
+            return try store.openLocally(chunkKey(ref.hash), maximumSize: UInt64(ref.size))
+        } catch StoreError.badObject {
+            throw FormatError.corruptChunk(hash: ref.hash.hex)
+        }
+    }
+
+    /// Copies an opened chunk into `target` at `offset` and checks it there. On
+    /// `corruptChunk` the bytes copied are wrong: the caller must not count them as present.
+    public func copy(_ chunk: LocalObject, of ref: ChunkRef, into target: FileDescriptor, at offset: UInt64) throws {
+        guard chunk.size == UInt64(ref.size) else { throw FormatError.corruptChunk(hash: ref.hash.hex) }
+        do {
+            try chunk.copy(into: target, at: offset)
+        } catch StoreError.badObject {
+            throw FormatError.corruptChunk(hash: ref.hash.hex)
+        }
+        guard try ChunkHash(ofFile: target, at: offset, count: Int(chunk.size)) == ref.hash else {
+            throw FormatError.corruptChunk(hash: ref.hash.hex)
+        }
     }
 
     public func hasChunk(_ hash: ChunkHash) async throws -> Bool {

@@ -21,9 +21,18 @@ public struct FuseMountOptions: Sendable {
         self.gid = gid
     }
 
+    /// The largest read the kernel asks for. libfuse answers a read by splicing from the
+    /// cache file only if the reply and three pages fit its pipe, and pipes stop at 1 MiB
+    /// without CAP_SYS_RESOURCE: larger reads (1020 KiB with 4 MiB read-ahead) were copied
+    /// through a new buffer instead. (Also told to libfuse at init, which checks they agree.)
+    static let maximumRead = (1 << 20) - (4 << 12)
+
     /// The `-o` options libfuse takes at mount time.
     var kernelOptions: String {
-        var options = ["fsname=\(source.replacingOccurrences(of: ",", with: "_"))", "subtype=icloudfs"]
+        var options = [
+            "fsname=\(source.replacingOccurrences(of: ",", with: "_"))", "subtype=icloudfs",
+            "max_read=\(FuseMountOptions.maximumRead)",
+        ]
         if readOnly { options.append("ro") }
         if allowOther { options.append("allow_other") }
         if defaultPermissions { options.append("default_permissions") }

@@ -22,7 +22,10 @@ enum FuseOperations {
             // stop at 1 MiB (fs.pipe-max-size) without CAP_SYS_RESOURCE. At 1 MiB every
             // write was read() into a buffer, then copied again by pwrite.
             connection.pointee.max_write = (1 << 20) - 4096
-            connection.pointee.max_readahead = 1 << 20
+            // The kernel keeps the smaller of this and the device's read-ahead, which
+            // `KernelReadAhead` raised as the mount was made (as root).
+            connection.pointee.max_readahead = UInt32(KernelReadAhead.kibibytes << 10)
+            connection.pointee.max_read = UInt32(FuseMountOptions.maximumRead)
             // Parallel lookups and readdirs in one folder; replies are independent.
             if connection.pointee.capable & UInt32(FUSE_CAP_PARALLEL_DIROPS) != 0 {
                 connection.pointee.want |= UInt32(FUSE_CAP_PARALLEL_DIROPS)

@@ -31,12 +31,20 @@ public final class FuseSession: @unchecked Sendable {
             userdata.release()
             throw FuseError.cannotMount("libfuse refused the options \(fileSystem.options.kernelOptions)")
         }
+        // As the kernel will show it; resolved now, as later it would ask this filesystem.
+        let resolvedMountPoint = realpath(mountPoint, nil).map { path in
+            defer { free(path) }
+            return String(cString: path)
+        }
         guard fuse_session_mount(session, mountPoint) == 0 else {
             fuse_session_destroy(session)
             self.session = nil
             userdata.release()
             throw FuseError.cannotMount(
                 "cannot mount on \(mountPoint): is it an existing empty folder, and is /dev/fuse usable (fuse3 installed, root or user_allow_other)?")
+        }
+        if let problem = KernelReadAhead.raise(forMountAt: resolvedMountPoint ?? mountPoint) {
+            FuseLog.logger.debug("read-ahead left at the kernel's default: \(problem)")
         }
         fileSystem.kernel.attach(session)
         fileSystem.replica.setChangeObserver { [weak self] ids in self?.invalidate(ids) }

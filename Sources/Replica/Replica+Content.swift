@@ -520,30 +520,58 @@ extension Replica {
 
     private func fetch(_ id: ItemID, _ piece: ContentChunker.Piece, version: [ChunkRef]) async throws {
         try await downloads.run("\(id)/\(piece.offset)/\(piece.ref.hash)") { [self] in
+            let zeros = chunker.isZeroRunChunk(piece.ref)
+            if !zeros, try await copyFromLocalStore(id, piece, version: version) { return }
             // A run of zeros is not downloaded: it becomes a hole, and a sparse file stays sparse.
-            let data = chunker.isZeroRunChunk(piece.ref) ? nil : try await readChunk(piece.ref, of: id)
-            let path = files.contentPath(id)
-            // Written under the file's lock, after checking the file still holds `version`: a
-            // local write or a newer version must not get this chunk's bytes.
+            let data = zeros ? nil : try await readChunk(piece.ref, of: id)
             try await BlockingIO.run { [self] in
-                try fileLocks.withLock(id) {
-                    @Sendable func holdsVersion(_ state: ReplicaState) -> Bool {
-                        state.content[id].map { $0.chunks == version && !$0.dirty } ?? false
-                    }
-                    guard state.withLock({ holdsVersion($0) }) else { return }
-                    let fd = try FileDescriptor.open(path, .writeOnly, options: [.closeOnExec])
-                    defer { try? fd.close() }
+                try landPiece(id, piece, version: version) { fd in
                     if let data {
                         try FileIO.writeAll(fd, data, offset: piece.offset)
                     } else {
                         try FileIO.zero(fd, offset: piece.offset, count: Int(piece.ref.size))
                     }
-                    state.withLock { state in
-                        guard holdsVersion(state) else { return }
-                        state.content[id]?.present.insert(piece.range)
-                        if data != nil { state.storedChunks.insert(piece.ref.hash) }
-                    }
+                    return data != nil
                 }
+            }
+        }
+    }
+
+    /// A directory store's chunk, copied into the content file by the kernel and checked
+    /// there: no copy through memory (`ContainerStore.copyChunk`). False where the store
+    /// cannot, or when the copy failed in any way: `readChunk` then fetches it, with its
+    /// waits and retries (a chunk another device is still uploading, a store out of reach).
+    private func copyFromLocalStore(_ id: ItemID, _ piece: ContentChunker.Piece, version: [ChunkRef]) async throws -> Bool {
+        (try? await BlockingIO.run { [self] () throws -> Bool in
+            // Opened before the file's lock is taken: its bytes are read from disk meanwhile.
+            guard let chunk = try container.openChunk(piece.ref) else { return false }
+            try landPiece(id, piece, version: version) { fd in
+                try container.copy(chunk, of: piece.ref, into: fd, at: piece.offset)
+                return true
+            }
+            return true
+        }) ?? false
+    }
+
+    /// Puts a downloaded piece's bytes into the content file (`write`, given the file open
+    /// for reading and writing; true when they are the chunk's, false for a hole) and counts
+    /// them present. Under the file's lock, after checking the file still holds `version`:
+    /// a local write or a newer version must not get this chunk's bytes.
+    private func landPiece(
+        _ id: ItemID, _ piece: ContentChunker.Piece, version: [ChunkRef], _ write: (FileDescriptor) throws -> Bool
+    ) throws {
+        try fileLocks.withLock(id) {
+            @Sendable func holdsVersion(_ state: ReplicaState) -> Bool {
+                state.content[id].map { $0.chunks == version && !$0.dirty } ?? false
+            }
+            guard state.withLock({ holdsVersion($0) }) else { return }
+            let fd = try FileDescriptor.open(files.contentPath(id), .readWrite, options: [.closeOnExec])
+            defer { try? fd.close() }
+            let stored = try write(fd)
+            state.withLock { state in
+                guard holdsVersion(state) else { return }
+                state.content[id]?.present.insert(piece.range)
+                if stored { state.storedChunks.insert(piece.ref.hash) }
             }
         }
     }

@@ -302,7 +302,7 @@ struct FoldTests {
         #expect(journal.tree.policy == nil)
         var policy = Commit(commitID: "p", device: "a", deviceID: "a", time: Timestamp(seconds: 450), ops: [])
         policy.policy = RetentionPolicy(versions: 150, deleted: 120)
-        journal.tree.apply(policy, seq: journal.tree.head + 1)
+        _ = journal.tree.apply(policy, seq: journal.tree.head + 1)
         #expect(journal.tree.policy == RetentionPolicy(versions: 150, deleted: 120))
         // At 500: versions replaced before 350 go (v1 at 200, v2 at 300); deletions before 380 (g).
         var expire = Commit(commitID: "e", device: "a", deviceID: "a", time: Timestamp(seconds: 500), ops: [])
@@ -342,8 +342,8 @@ struct FoldTests {
         ])
         var expire = Commit(commitID: "exp", device: "c", deviceID: "c", time: Timestamp(seconds: 300), ops: [])
         expire.expire = Expiry(versionsBefore: Timestamp(seconds: 300), deletedBefore: Timestamp(seconds: 300))
-        journal.tree.apply(delete, seq: 2)
-        journal.tree.apply(expire, seq: 3)
+        _ = journal.tree.apply(delete, seq: 2)
+        _ = journal.tree.apply(expire, seq: 3)
         let expired = journal.tree
         #expect(expired.item(ItemID("f")) == nil && expired.item(ItemID("d")) == nil)
         let outcome = device.applyRemote([(2, delete), (3, expire)], ourBatch: nil)
