@@ -4,11 +4,12 @@
 //       The hot loops of the container format, as one JSON object on stdout: the chunker and
 //       SHA-256 in GB/s over random bytes, the journal fold (creates applied to a Tree) and a
 //       snapshot's decode in items/s. Each figure is the median of several runs.
-//   icloudfs-bench make-container STORE CONTAINER ITEMS
+//   icloudfs-bench make-container STORE CONTAINER ITEMS [--per-entry N] [--big-folder N]
 //       Writes a container of ITEMS items (folders of 1,000 files of 4 KiB) into the directory
 //       store STORE with the format's own code: identity, chunks, journal entries of 1,000
-//       operations, and a snapshot at the last entry, as a device writes them. Prints a JSON
-//       object naming a file to stat once the container is mounted.
+//       operations (--per-entry), and a snapshot at the last entry, as a device writes them.
+//       --big-folder N: the first folder, `big`, holds N files instead (counted in ITEMS).
+//       Prints a JSON object naming a file to stat once the container is mounted.
 import BlobStore
 import ContainerFormat
 import Foundation
@@ -53,20 +54,36 @@ func fail(_ message: String) -> Never {
 let mtime = Timestamp(seconds: 1_700_000_000)
 
 /// Journal entries creating `count` items: folders `dir-N` of `perFolder` files each, in
-/// commits of `perCommit` operations. Files get `content(index)`.
+/// commits of `perCommit` operations. Files get `content(index)`. With `bigFolder` > 0 a
+/// first folder `big` of `bigFolder` files comes before them (its items count in `count`).
 func creatingCommits(
-    items count: Int, perFolder: Int = 1000, perCommit: Int = 1000, content: (Int) -> Content
+    items count: Int, perFolder: Int = 1000, perCommit: Int = 1000, bigFolder: Int = 0,
+    content: (Int) -> Content
 ) -> [Commit] {
     var ops: [ItemOperation] = []
     ops.reserveCapacity(count)
     var folder = ItemID.root
     var made = 0
     var fileIndex = 0
+    if bigFolder > 0 {
+        folder = ItemID(UUID().uuidString)
+        ops.append(.create(.init(
+            id: folder, parent: .root, name: "big", kind: .folder, mode: 0o755, mtime: mtime)))
+        made += 1
+        while made < min(count, bigFolder + 1) {
+            ops.append(.create(.init(
+                id: ItemID(UUID().uuidString), parent: folder, name: "big-\(made - 1).txt", kind: .file,
+                mode: 0o644, mtime: mtime, content: content(fileIndex))))
+            fileIndex += 1
+            made += 1
+        }
+    }
+    let offset = made  // the regular folders start here
     while made < count {
-        if made % (perFolder + 1) == 0 {
+        if (made - offset) % (perFolder + 1) == 0 {
             folder = ItemID(UUID().uuidString)
             ops.append(.create(.init(
-                id: folder, parent: .root, name: "dir-\(made / (perFolder + 1))", kind: .folder,
+                id: folder, parent: .root, name: "dir-\((made - offset) / (perFolder + 1))", kind: .folder,
                 mode: 0o755, mtime: mtime)))
         } else {
             ops.append(.create(.init(
@@ -161,7 +178,10 @@ func micro(quick: Bool) -> [String: Any] {
 
 // MARK: - make-container
 
-func makeContainer(store path: String, container: String, items: Int, perCommit: Int) async throws -> [String: Any] {
+func makeContainer(
+    store path: String, container: String, items: Int, perCommit: Int, bigFolder: Int
+) async throws -> [String: Any] {
+    let started = now()
     let store = try DirectoryStore(root: FilePath(path))
     let format = try ContainerStore(store: store, container: container)
     if try await format.readIdentity() != nil { fail("container \(container) exists already in \(path)") }
@@ -178,7 +198,9 @@ func makeContainer(store path: String, container: String, items: Int, perCommit:
         refs.append(ChunkRef(hash: hash, size: 4096))
     }
     try await format.writeChunks(chunks)
-    let commits = creatingCommits(items: items, perCommit: perCommit) { Content(size: 4096, chunks: [refs[$0 % distinct]]) }
+    let commits = creatingCommits(items: items, perCommit: perCommit, bigFolder: bigFolder) {
+        Content(size: 4096, chunks: [refs[$0 % distinct]])
+    }
     var tree = Tree()
     for (index, commit) in commits.enumerated() {
         let seq = UInt64(index + 1)
@@ -187,8 +209,16 @@ func makeContainer(store path: String, container: String, items: Int, perCommit:
         guard outcome.rejected.isEmpty else { fail("fold rejected: \(outcome.rejected.first!)") }
     }
     try await format.writeSnapshot(tree)
-    return ["items": tree.count - 1, "journal_entries": commits.count, "snapshot_seq": Int(tree.head),
-            "probe": "dir-0/file-0.txt"]
+    var result: [String: Any] = [
+        "items": tree.count - 1, "journal_entries": commits.count, "snapshot_seq": Int(tree.head),
+        "probe": items > bigFolder + 2 ? "dir-0/file-\(bigFolder).txt" : "big/big-0.txt",
+        "seconds": now() - started,
+    ]
+    if bigFolder > 0 { result["big_folder"] = ["path": "big", "entries": min(bigFolder, items - 1)] }
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    result["max_rss_MiB"] = Double(usage.ru_maxrss) / 1024  // kilobytes on Linux
+    return result
 }
 
 // MARK: - main
@@ -204,17 +234,29 @@ case "micro":
     printJSON(micro(quick: arguments.contains("--quick")))
 case "make-container":
     // --per-entry N: operations per journal entry (default 1,000; 1 makes one entry per item).
-    let perEntry = arguments.count == 6 && arguments[4] == "--per-entry" ? Int(arguments[5]) : 1000
-    guard arguments.count == 4 || arguments.count == 6, let items = Int(arguments[3]), items > 0,
-        let perEntry, perEntry > 0
+    // --big-folder N: a first folder `big` of N files (default none).
+    var perEntry: Int? = 1000
+    var bigFolder: Int? = 0
+    var rest = Array(arguments.dropFirst(4))
+    while rest.count >= 2 {
+        switch rest[0] {
+        case "--per-entry": perEntry = Int(rest[1])
+        case "--big-folder": bigFolder = Int(rest[1])
+        default: fail("make-container: unknown option \(rest[0])")
+        }
+        rest.removeFirst(2)
+    }
+    guard arguments.count >= 4, rest.isEmpty, let items = Int(arguments[3]), items > 0,
+        let perEntry, perEntry > 0, let bigFolder, bigFolder >= 0
     else {
-        fail("usage: icloudfs-bench make-container STORE CONTAINER ITEMS [--per-entry N]")
+        fail("usage: icloudfs-bench make-container STORE CONTAINER ITEMS [--per-entry N] [--big-folder N]")
     }
     do {
-        printJSON(try await makeContainer(store: arguments[1], container: arguments[2], items: items, perCommit: perEntry))
+        printJSON(try await makeContainer(
+            store: arguments[1], container: arguments[2], items: items, perCommit: perEntry, bigFolder: bigFolder))
     } catch {
         fail("make-container: \(error)")
     }
 default:
-    fail("usage: icloudfs-bench micro [--quick] | make-container STORE CONTAINER ITEMS [--per-entry N]")
+    fail("usage: icloudfs-bench micro [--quick] | make-container STORE CONTAINER ITEMS [--per-entry N] [--big-folder N]")
 }
