@@ -7,6 +7,13 @@ Targets:
   rclone    `rclone mount` of a local-directory remote, --vfs-cache-mode full
   icloudfs  a mount of a container in a directory store, with a fresh cache folder
 
+Stores (issue 24): the rows above use a directory store (rclone: a local-directory remote).
+W1, W2, W3, W5 and W7 also run on S3 (rows W1@s3, W3sync@s3, ...): icloudfs with an s3://
+store and rclone with an S3 remote, each under a prefix of its own in the same bucket (new
+for each run, deleted afterwards), on the server of Scripts/s3-server (started here when
+none answers, and then stopped here). The million-item rows (mount@1M, memory@1M, ls@1M)
+use a 1,000,000-item container in a directory store, made once and kept in DIR/cache.
+
 Cold runs drop the page cache (`sync; echo 3 > /proc/sys/vm/drop_caches`) and, for the two
 mounts, start a new mount with a new cache folder (a new device for icloudfs). Each figure is
 the median of the repetitions. It reports; it never fails on slowness. Every mount it makes
@@ -32,6 +39,13 @@ import heavy
 
 CONTAINER = "iCloud.com.example.bench"
 BIG_CONTAINER = "iCloud.com.example.bench100k"
+MILLION_CONTAINER = "iCloud.com.example.bench1m"
+MILLION_ITEMS = 1_000_000
+# The folder of the million-item container that ls@1M lists (and its native twin).
+MILLION_BIG_FOLDER = 10_000
+# The workloads that also run on an S3 store (their rows are keyed W1@s3, W3sync@s3, ...).
+S3_WORKLOADS = ("W1", "W2", "W3", "W5", "W7")
+STORES = ("directory", "s3")
 # The snapshot format icloudfs writes (Snapshot.formatVersion).
 SNAPSHOT_FORMAT = 6
 MiB = 1 << 20
@@ -155,6 +169,12 @@ def free_port():
         return s.getsockname()[1]
 
 
+def rclone_env():
+    """The environment for rclone: without AWS_CA_BUNDLE, with which rclone 1.60's S3 backend
+    refuses to start ("LoadCustomCABundleError: ... unsupported transport")."""
+    return {name: value for name, value in os.environ.items() if name != "AWS_CA_BUNDLE"}
+
+
 def random_file(path, size):
     if path.exists() and path.stat().st_size == size:
         return
@@ -168,10 +188,111 @@ def random_file(path, size):
     tmp.rename(path)
 
 
+# ---------------------------------------------------------------------------- the S3 server
+
+class S3Server:
+    """The S3 server the S3 rows use: the one at ICLOUDFS_TEST_S3_ENDPOINT (by default where
+    Scripts/s3-server puts its radosgw), with its bucket and credentials from the environment
+    or else from `Scripts/s3-server env`. When none answers it is started with
+    `Scripts/s3-server up`, and only then stopped at the end (`Scripts/s3-server down`)."""
+
+    RCLONE_REMOTE = "benchs3"
+
+    def __init__(self, repo):
+        self.script = Path(repo) / "Scripts" / "s3-server"
+        self.started = False
+        self.settings = self.script_env()
+        for name in list(self.settings) + ["ICLOUDFS_TEST_S3_ENDPOINT", "ICLOUDFS_TEST_S3_BUCKET",
+                                           "ICLOUDFS_TEST_S3_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]:
+            if os.environ.get(name):
+                self.settings[name] = os.environ[name]
+
+    def script_env(self, output=None):
+        if output is None:
+            result = run([self.script, "env"], capture=True, check=False)
+            output = result.stdout if result.returncode == 0 else ""
+        settings = {}
+        for line in output.splitlines():
+            line = line.strip()
+            if line.startswith("export ") and "=" in line:
+                name, value = line[len("export "):].split("=", 1)
+                settings[name] = value
+        return settings
+
+    @property
+    def endpoint(self):
+        return self.settings.get("ICLOUDFS_TEST_S3_ENDPOINT", "http://127.0.0.1:7480")
+
+    @property
+    def bucket(self):
+        return self.settings.get("ICLOUDFS_TEST_S3_BUCKET", "icloudfs-test")
+
+    @property
+    def region(self):
+        return self.settings.get("ICLOUDFS_TEST_S3_REGION", "us-east-1")
+
+    def answers(self):
+        import urllib.error
+        import urllib.request
+        try:
+            urllib.request.urlopen(self.endpoint + "/", timeout=5).close()
+            return True
+        except urllib.error.HTTPError:
+            return True  # an S3 error (403, 404) is an answer
+        except OSError:
+            return False
+
+    def ensure(self):
+        """None when a server answers (started here if need be), else why there is none."""
+        if self.answers():
+            return None
+        missing = [t for t in ("ceph-mon", "ceph-osd", "radosgw") if shutil.which(t) is None]
+        if missing:
+            return (f"no S3 server answers at {self.endpoint} and none can be started here "
+                    f"({', '.join(missing)} missing: Scripts/bootstrap --with-s3 installs them)")
+        log(f"no S3 server answers at {self.endpoint}: Scripts/s3-server up")
+        result = run([self.script, "up"], capture=True, check=False, timeout=900)
+        if result.returncode != 0:
+            return f"Scripts/s3-server up failed: {result.stderr.strip()[-300:]}"
+        self.started = True
+        self.settings.update(self.script_env(result.stdout))
+        return None if self.answers() else f"Scripts/s3-server up ran but nothing answers at {self.endpoint}"
+
+    def environment(self):
+        """What icloudfs needs to reach the bucket (its credentials come from AWS_*)."""
+        return {name: self.settings[name] for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+                if name in self.settings}
+
+    def store_url(self, prefix):
+        return f"s3://{self.bucket}/{prefix}?endpoint={self.endpoint}&region={self.region}"
+
+    def rclone_config(self):
+        return (f"[{self.RCLONE_REMOTE}]\ntype = s3\nprovider = Ceph\nendpoint = {self.endpoint}\n"
+                f"region = {self.region}\naccess_key_id = {self.settings.get('AWS_ACCESS_KEY_ID', '')}\n"
+                f"secret_access_key = {self.settings.get('AWS_SECRET_ACCESS_KEY', '')}\n")
+
+    def rclone_path(self, prefix):
+        return f"{self.RCLONE_REMOTE}:{self.bucket}/{prefix}"
+
+    def delete_prefix(self, config, prefix):
+        """Deletes everything under PREFIX/ in the bucket (the server keeps objects in memory)."""
+        result = run(["rclone", "purge", self.rclone_path(prefix), "--config", config], check=False, capture=True,
+                     env=rclone_env())
+        if result.returncode != 0 and "directory not found" not in result.stderr:
+            log(f"  could not delete s3://{self.bucket}/{prefix}: {result.stderr.strip()[-200:]}")
+
+    def stop(self):
+        if self.started:
+            log("stopping the S3 server started for this run (Scripts/s3-server down)")
+            run([self.script, "down"], check=False)
+            self.started = False
+
+
 # ---------------------------------------------------------------------------- targets
 
 class Native:
     name = "native"
+    store = "directory"
 
     def __init__(self, work):
         self.root = work / "native"
@@ -180,6 +301,10 @@ class Native:
 
     def start(self, fresh=True):
         pass
+
+    def put(self, source, name):
+        """Puts a file where a cold read will find it (here: the folder itself)."""
+        shutil.copyfile(source, self.root / name)
 
     def stop(self):
         pass
@@ -197,6 +322,7 @@ class FuseFloor:
     """nullfs.c: a FUSE daemon that keeps names in memory and drops written bytes. What W3 and
     W7 take on it is the cost of FUSE's round trips here, which no FUSE filesystem beats."""
     name = "floor"
+    store = "directory"
 
     def __init__(self, work):
         self.root = work / "floor"
@@ -225,16 +351,24 @@ class FuseFloor:
 
 
 class Rclone:
+    """`rclone mount --vfs-cache-mode full` of a local-directory remote (store "directory") or
+    of PREFIX in the S3 server's bucket (store "s3", with s3=S3Server and prefix)."""
     name = "rclone"
 
-    def __init__(self, work):
-        self.base = work / "rclone"
-        self.remote = self.base / "remote"
+    def __init__(self, work, s3=None, prefix=None):
+        self.store = "s3" if s3 else "directory"
+        self.s3, self.prefix = s3, prefix
+        self.base = work / ("rclone" if s3 is None else "rclone-s3")
         self.root = self.base / "mnt"
-        for d in (self.remote, self.root):
-            d.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(parents=True, exist_ok=True)
         self.config = self.base / "rclone.conf"
-        self.config.touch()
+        if s3 is None:
+            self.remote = self.base / "remote"
+            self.remote.mkdir(parents=True, exist_ok=True)
+            self.config.touch()
+        else:
+            self.remote = s3.rclone_path(prefix)
+            self.config.write_text(s3.rclone_config())
         self.process = None
         self.caches = 0
         self.cache = None
@@ -243,6 +377,17 @@ class Rclone:
     @property
     def pid(self):
         return self.process.pid if self.process else None
+
+    def put(self, source, name):
+        """Puts a file in the remote directly (not through a mount, whose cache would keep it)."""
+        if self.s3 is None:
+            shutil.copyfile(source, self.remote / name)
+        else:
+            run(["rclone", "copyto", source, f"{self.remote}/{name}", "--config", self.config], env=rclone_env())
+
+    def clear_store(self):
+        if self.s3 is not None:
+            self.s3.delete_prefix(self.config, self.prefix)
 
     def start(self, fresh=True, remote=None):
         if fresh or self.cache is None:
@@ -254,7 +399,7 @@ class Rclone:
              "--vfs-cache-mode", "full", "--cache-dir", str(self.cache), "--config", str(self.config),
              "--rc", "--rc-addr", f"127.0.0.1:{self.port}", "--rc-no-auth",
              "--log-file", str(self.base / "rclone.log"), "--log-level", "NOTICE"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=rclone_env())
         wait_for(lambda: is_mounted(self.root) or self.process.poll() is not None, 60, "rclone mount")
         if self.process.poll() is not None:
             raise RuntimeError(f"rclone mount exited {self.process.returncode}; see {self.base / 'rclone.log'}")
@@ -276,7 +421,7 @@ class Rclone:
 
     def vfs_stats(self):
         result = run(["rclone", "rc", "vfs/stats", "--url", f"http://127.0.0.1:{self.port}/",
-                      "--config", self.config], capture=True, check=False)
+                      "--config", self.config], capture=True, check=False, env=rclone_env())
         if result.returncode != 0:
             return None
         return json.loads(result.stdout).get("diskCache", {})
@@ -294,21 +439,29 @@ class Rclone:
 
 
 class ICloudFS:
+    """A mount of CONTAINER in a directory store (store "directory": self.location is a folder)
+    or in an S3 one (store "s3", with s3=S3Server and prefix: self.location is an s3:// URL)."""
     name = "icloudfs"
 
-    def __init__(self, work, bin_dir):
-        self.base = work / "icloudfs"
-        self.store = self.base / "store"
+    def __init__(self, work, bin_dir, s3=None, prefix=None):
+        self.store = "s3" if s3 else "directory"
+        self.s3, self.prefix = s3, prefix
+        self.base = work / ("icloudfs" if s3 is None else "icloudfs-s3")
         self.root = self.base / "mnt"
-        for d in (self.store, self.root):
-            d.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(parents=True, exist_ok=True)
+        if s3 is None:
+            self.location = self.base / "store"
+            self.location.mkdir(parents=True, exist_ok=True)
+        else:
+            self.location = s3.store_url(prefix)
+        self.env = {**os.environ, **(s3.environment() if s3 else {})}
         self.icloudfs = bin_dir / "icloudfs"
         self.devices = 0
         self.cache = None
         self.device = None
         self.pid = None
         self.container = CONTAINER
-        self.store_in_use = self.store
+        self.store_in_use = self.location
 
     def find_daemon(self):
         mark = str(self.root).encode()
@@ -328,14 +481,29 @@ class ICloudFS:
         return [self.icloudfs, "mount", self.container, self.root, "-o", options]
 
     def start(self, fresh=True, store=None, container=None):
-        self.store_in_use = store or self.store
+        self.store_in_use = store or self.location
         self.container = container or CONTAINER
         if fresh or self.cache is None:
             self.devices += 1
             self.device = f"bench{self.devices}"
             self.cache = self.base / f"cache-{self.devices}"
-        run(self.mount_command())
+        run(self.mount_command(), env=self.env)
         self.pid = self.find_daemon()
+
+    def put(self, source, name):
+        """Puts a file in the store through a mount of a device of its own."""
+        self.start(fresh=True)
+        try:
+            shutil.copyfile(source, self.root / name)
+            self.settle()
+        finally:
+            self.stop()
+
+    def clear_store(self):
+        if self.s3 is not None:
+            config = self.base / "rclone.conf"  # rclone deletes the prefix: icloudfs has no such command
+            config.write_text(self.s3.rclone_config())
+            self.s3.delete_prefix(config, self.prefix)
 
     def stop(self):
         if not is_mounted(self.root):
@@ -353,7 +521,8 @@ class ICloudFS:
 
     def settle(self):
         start = time.perf_counter()
-        result = run([self.icloudfs, "sync", "--wait", "--timeout", "1800s", self.root], check=False, capture=True)
+        result = run([self.icloudfs, "sync", "--wait", "--timeout", "1800s", self.root], check=False, capture=True,
+                     env=self.env)
         elapsed = time.perf_counter() - start
         if result.returncode != 0:
             log(f"  icloudfs sync --wait failed: {(result.stdout + result.stderr).strip()[-300:]}")
@@ -435,8 +604,24 @@ class Bench:
         self.bin = Path(args.bin)
         self.quick = args.quick
         self.reps = 1 if self.quick else 3
-        self.only = set(args.only.split(",")) if args.only else None
+        self.only = None
+        if args.only:
+            # A row's key selects its workload: W3sync@s3 runs W3@s3, lswarm@1M runs ls@1M.
+            self.only = set()
+            for key in args.only.split(","):
+                base, at, tag = key.partition("@")
+                for suffix in ("sync", "warm"):
+                    if base.endswith(suffix) and len(base) > len(suffix):
+                        base = base[:-len(suffix)]
+                self.only |= {key, base + at + tag}
         self.chosen = set(args.targets.split(",")) if args.targets else {"native", "rclone", "icloudfs", "floor"}
+        # --stores: which stores' rows run; None until run() knows whether an S3 server answers.
+        self.stores = set(args.stores.split(",")) if args.stores else None
+        unknown = (self.stores or set()) - set(STORES)
+        if unknown:
+            raise SystemExit(f"bench.py: unknown store {', '.join(sorted(unknown))} (known: {', '.join(STORES)})")
+        self.s3 = None
+        self.run_id = f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         self.sizes = {
             "W1_file_MiB": 128 if self.quick else 512,
             "W3_files": 2000,
@@ -444,6 +629,8 @@ class Bench:
             "W6_file_MiB": 64 if self.quick else 256,
             "W7_tree": ("/usr/include" if self.quick else "/usr/include + /usr/share/man") + " without symlinks",
             "memory_items": 100_000,
+            "million_items": MILLION_ITEMS,
+            "million_big_folder": MILLION_BIG_FOLDER,
             "W8_file_MiB": 256 if self.quick else 1024,
             "W9_db_MiB": 64 if self.quick else 256,
             "W10_file_MiB": 512 if self.quick else 2048,
@@ -460,19 +647,34 @@ class Bench:
         self.started = datetime.datetime.now(datetime.timezone.utc)
 
     def wants(self, key):
+        """Whether the row `key` runs: --only names it (or nothing), and --stores names its store."""
+        if self.stores is not None and store_of(key) not in self.stores:
+            return False
         return self.only is None or key in self.only
 
-    def write_then_settle(self, target, key, rep, unit, action, value_of):
+    @staticmethod
+    def key(base, target):
+        """The row of workload `base` on `target`'s store: W3 (directory), W3@s3."""
+        return base if target.store == "directory" else f"{base}@{target.store}"
+
+    def wants_on(self, base, target):
+        if target.store != "directory" and base not in S3_WORKLOADS:
+            return False
+        return self.wants(self.key(base, target))
+
+    def write_then_settle(self, target, base, rep, unit, action, value_of):
         """Times `action` (profiled on the first icloudfs repetition), records value_of(seconds),
         then how long the target takes to have everything in its store."""
+        key = self.key(base, target)
         with Perf(self.args.perf and rep == 0 and target.name == "icloudfs", target.pid, self.out, key):
             seconds = action()
         value = value_of(seconds)
         synced = target.settle()
         self.add(key, target.name, value)
         if target.name != "native":
-            self.add(f"{key}sync", target.name, synced)
-        log(f"  {target.name} {key} {value:.0f} {unit}, then {synced:.2f} s until in the store")
+            self.add(self.key(f"{base}sync", target), target.name, synced)
+        log(f"  {target.name} {key} {value:.0f} {unit}, then "
+            + (f"{synced:.2f} s" if synced is not None else "failed") + " until in the store")
 
     def add(self, key, target, value):
         self.samples.setdefault(key, {}).setdefault(target, []).append(value)
@@ -509,29 +711,25 @@ class Bench:
         return path.stat().st_size / 1e6 / seconds
 
     def w1_w2(self, target):
+        """W1 and W2 on the target's store: the file is put in the store (icloudfs: through a
+        mount of a device of its own; rclone: into the remote), then read from a new mount with
+        a new cache folder (icloudfs: a new device) and dropped page cache."""
         name = "big.bin"
-        if target.name == "native":
-            shutil.copyfile(self.big, target.root / name)
-        elif target.name == "rclone":
-            shutil.copyfile(self.big, target.remote / name)
-        else:
-            target.start(fresh=True)
-            shutil.copyfile(self.big, target.root / name)
-            target.settle()
-            target.stop()
+        w1, w2 = self.key("W1", target), self.key("W2", target)
+        target.put(self.big, name)
         os.sync()
         for rep in range(self.reps):
             target.start(fresh=True)
             try:
                 drop_caches()
-                with Perf(self.args.perf and rep == 0 and target.name == "icloudfs", target.pid, self.out, "W1"):
+                with Perf(self.args.perf and rep == 0 and target.name == "icloudfs", target.pid, self.out, w1):
                     cold = self.read_file(target.root / name)
                 warm = median([self.read_file(target.root / name) for _ in range(3)])
             finally:
                 target.stop()
-            self.add("W1", target.name, cold)
-            self.add("W2", target.name, warm)
-            log(f"  {target.name} W1 cold {cold:.0f} MB/s, W2 warm {warm:.0f} MB/s")
+            self.add(w1, target.name, cold)
+            self.add(w2, target.name, warm)
+            log(f"  {target.name} {w1} cold {cold:.0f} MB/s, {w2} warm {warm:.0f} MB/s")
         if target.name == "native":
             (target.root / name).unlink()
 
@@ -540,16 +738,19 @@ class Bench:
     def sent_counter(self, target):
         """Bytes sent to the store so far, by the target's own measure."""
         if target.name == "icloudfs":
-            return tree_bytes(target.store)
+            return tree_bytes(target.location)
         if target.name == "rclone":
             return io_write_bytes(target.pid)
         return 0
 
     def w3_to_w7(self, target):
+        """W3..W7 on one fresh mount of the target (W4 and W6 on the directory store only)."""
+        def wants(base):
+            return self.wants_on(base, target)
         target.start(fresh=True)
         try:
             root = target.root
-            if self.wants("W3") or self.wants("W4"):
+            if wants("W3") or wants("W4"):
                 for rep in range(self.reps):
                     folder = root / f"w3-{rep}"
                     self.write_then_settle(
@@ -558,7 +759,7 @@ class Bench:
                                           capture=True).stdout),
                         lambda seconds: self.sizes["W3_files"] / seconds)
 
-            if self.wants("W4"):
+            if wants("W4"):
                 folder = root / "w3-0"
                 for rep in range(self.reps):
                     target.remount()
@@ -569,7 +770,7 @@ class Bench:
                     self.add("W4warm", target.name, warm)
                     log(f"  {target.name} W4 ls -l cold {cold:.1f} ms, warm {warm:.1f} ms")
 
-            if self.wants("W5") or self.wants("W6"):
+            if wants("W5") or wants("W6"):
                 for rep in range(self.reps):
                     path = root / f"w5-{rep}"
                     self.write_then_settle(
@@ -577,7 +778,7 @@ class Bench:
                         lambda: timed(["dd", f"if={self.w5_source}", f"of={path}", "bs=1M", "conv=fsync", "status=none"]),
                         lambda seconds: self.w5_source.stat().st_size / 1e6 / seconds)
 
-            if self.wants("W6"):
+            if wants("W6"):
                 path = root / "w5-0"
                 size = path.stat().st_size
                 for rep in range(self.reps):
@@ -597,12 +798,13 @@ class Bench:
                         self.extras.setdefault("W6", {}).setdefault("rclone_remote_files_rewritten_bytes", []).append(rewritten)
                     log(f"  {target.name} W6 {sent} bytes sent to the store")
 
-            if self.wants("W7"):
+            if wants("W7"):
+                w7, w7sync = self.key("W7", target), self.key("W7sync", target)
                 for rep in range(self.reps):
                     folder = root / f"w7-{rep}"
                     folder.mkdir()
                     limit = W7_LIMIT_S // (2 if self.quick else 1)
-                    with Perf(self.args.perf and rep == 0 and target.name == "icloudfs", target.pid, self.out, "W7"):
+                    with Perf(self.args.perf and rep == 0 and target.name == "icloudfs", target.pid, self.out, w7):
                         start = time.perf_counter()
                         tar = subprocess.Popen(["tar", "xf", str(self.tarball), "-C", str(folder)],
                                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -613,27 +815,28 @@ class Bench:
                             tar.communicate()
                             seconds = time.perf_counter() - start
                             done = sum(len(d) + len(f) for _, d, f in os.walk(folder))
-                            self.lower_bounds.setdefault("W7", set()).add(target.name)
-                            self.extra("W7", f"{target.name}_stopped", {"after_s": seconds, "entries_done": done})
-                            self.add("W7", target.name, seconds)
+                            self.lower_bounds.setdefault(w7, set()).add(target.name)
+                            self.extra(w7, f"{target.name}_stopped", {"after_s": seconds, "entries_done": done})
+                            self.add(w7, target.name, seconds)
                             self.notes.append(
-                                f"W7 on {target.name}: tar x was stopped after {limit} s with {done} of "
+                                f"{w7} on {target.name}: tar x was stopped after {limit} s with {done} of "
                                 f"{self.tar_entries} entries made ({done / seconds:.0f} entries/s); its figure is a lower bound")
-                            log(f"  {target.name} W7 stopped after {seconds:.0f} s: {done} of {self.tar_entries} entries")
+                            log(f"  {target.name} {w7} stopped after {seconds:.0f} s: {done} of {self.tar_entries} entries")
                             synced = target.settle()
                             if target.name != "native":
-                                self.add("W7sync", target.name, synced)
+                                self.add(w7sync, target.name, synced)
                             break
                         if tar.returncode != 0:
                             raise RuntimeError(f"tar x into {target.name} failed: {errors.decode()[:300]}")
                         seconds = time.perf_counter() - start
                     synced = target.settle()
-                    self.add("W7", target.name, seconds)
+                    self.add(w7, target.name, seconds)
                     if target.name != "native":
-                        self.add("W7sync", target.name, synced)
-                    log(f"  {target.name} W7 tar x {seconds:.2f} s, then {synced:.2f} s until in the store")
+                        self.add(w7sync, target.name, synced)
+                    log(f"  {target.name} {w7} tar x {seconds:.2f} s, then "
+                        + (f"{synced:.2f} s" if synced is not None else "failed") + " until in the store")
                     if seconds > LONG_RUN_S and rep + 1 < self.reps:
-                        self.notes.append(f"W7 on {target.name}: one repetition took {seconds:.0f} s, more than "
+                        self.notes.append(f"{w7} on {target.name}: one repetition took {seconds:.0f} s, more than "
                                           f"{LONG_RUN_S} s, so it was not repeated")
                         break
         finally:
@@ -689,20 +892,33 @@ class Bench:
 
     # -------------------------------------------------------------- memory, mount time
 
-    def big_containers(self):
-        items = self.sizes["memory_items"]
+    def cached_store(self, items, big_folder=0):
         # Named by snapshot format: a container kept from before a format change would time
         # the old format's decode.
-        store = self.cache / f"store-{items}-snapshot-v{SNAPSHOT_FORMAT}"
+        big = f"-big{big_folder}" if big_folder else ""
+        return self.cache / f"store-{items}{big}-snapshot-v{SNAPSHOT_FORMAT}"
+
+    def cached_container(self, container, items, big_folder=0):
+        """A directory store holding `container` of `items` items made by `icloudfs-bench
+        make-container` (with a folder of `big_folder` files), kept in DIR/cache for later runs."""
+        store = self.cached_store(items, big_folder)
         done = store / ".complete"
         if not done.exists():
             log(f"making a {items}-item container in {store} (kept for later runs)")
             shutil.rmtree(store, ignore_errors=True)
             store.mkdir(parents=True)
-            info = run([self.bin / "icloudfs-bench", "make-container", store, BIG_CONTAINER, items], capture=True).stdout
+            extra = ["--big-folder", big_folder] if big_folder else []
+            start = time.perf_counter()
+            info = run([self.bin / "icloudfs-bench", "make-container", store, container, items, *extra],
+                       capture=True).stdout
+            log(f"  made in {time.perf_counter() - start:.0f} s")
             (store / ".info.json").write_text(info)
             done.touch()
-        info = json.loads((store / ".info.json").read_text())
+        return store, json.loads((store / ".info.json").read_text())
+
+    def big_containers(self):
+        items = self.sizes["memory_items"]
+        store, info = self.cached_container(BIG_CONTAINER, items)
         # The same shape as plain files for rclone: folders of 1,000 files of 4 KiB.
         remote = self.cache / f"rclone-remote-{items}"
         rdone = self.cache / f"rclone-remote-{items}.complete"
@@ -802,6 +1018,78 @@ class Bench:
                 icloudfs.stop()
         shutil.rmtree(store, ignore_errors=True)
 
+    def native_big_folder(self):
+        """The native twin of the million-item container's big folder: as many files of 4 KiB
+        in a folder of the local disk (kept in DIR/cache)."""
+        folder = self.cache / f"native-folder-{MILLION_BIG_FOLDER}"
+        done = self.cache / f"native-folder-{MILLION_BIG_FOLDER}.complete"
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            block = os.urandom(4096)
+            for index in range(MILLION_BIG_FOLDER):
+                (folder / f"big-{index}.txt").write_bytes(index.to_bytes(8, "little") + block[8:])
+            done.touch()
+        return folder
+
+    def ls_cold_warm(self, folder, target_name, before_cold):
+        """ls@1M and lswarm@1M of `folder`: `before_cold()` (a remount), dropped page cache,
+        one ls -l; then the median of three more."""
+        before_cold()
+        drop_caches()
+        cold = timed(["ls", "-l", folder]) * 1000
+        warm = median([timed(["ls", "-l", folder]) * 1000 for _ in range(3)])
+        self.add("ls@1M", target_name, cold)
+        self.add("lswarm@1M", target_name, warm)
+        log(f"  {target_name} ls -l of {MILLION_BIG_FOLDER} entries: cold {cold:.1f} ms, warm {warm:.1f} ms")
+
+    def million(self, icloudfs, native):
+        """mount@1M, memory@1M and ls@1M: a new device of a 1,000,000-item container (from its
+        snapshot, fresh cache) until usable; the daemon's RSS after `find` of the whole tree;
+        ls -l of its 10,000-entry folder after a remount (cold) and again (warm), beside the
+        same folder of files on the local disk. rclone is left out (it would need a million
+        files on the local disk, or in the bucket, for its remote)."""
+        store, info = self.cached_container(MILLION_CONTAINER, MILLION_ITEMS, MILLION_BIG_FOLDER)
+        self.extra("mount@1M", "container", {k: info.get(k) for k in
+                                             ("items", "journal_entries", "snapshot_seq", "seconds", "max_rss_MiB")})
+        big = info["big_folder"]["path"]
+        if "icloudfs" in self.chosen:
+            for rep in range(self.reps):
+                drop_caches()
+                start = time.perf_counter()
+                icloudfs.start(fresh=True, store=store, container=MILLION_CONTAINER)
+                returned = time.perf_counter() - start
+                try:
+                    wait_for(lambda: os.path.exists(icloudfs.root / info["probe"]), 600, "the probe on the 1M mount")
+                    usable = time.perf_counter() - start
+                    rss_mounted = status_kib(icloudfs.pid, "VmRSS")
+                    self.add("mount@1M", icloudfs.name, usable)
+                    self.extras.setdefault("mount@1M", {}).setdefault("icloudfs_command_returned_s", []).append(returned)
+                    log(f"  icloudfs 1M mount usable after {usable:.2f} s (command returned after {returned:.2f} s), "
+                        f"RSS {rss_mounted / 1024:.0f} MiB")
+                    if rep == 0 and self.wants("memory@1M"):
+                        start = time.perf_counter()
+                        # -printf %s: a stat of every item, whatever readdir tells the kernel
+                        found = run(["find", icloudfs.root, "-printf", "%s\n"], capture=True, timeout=3600).stdout
+                        seconds = time.perf_counter() - start
+                        count = found.count("\n") - 1  # less the root
+                        rss = status_kib(icloudfs.pid, "VmRSS")
+                        peak = status_kib(icloudfs.pid, "VmHWM")
+                        self.add("memory@1M", icloudfs.name, rss / 1024)
+                        self.extra("memory@1M", "icloudfs_rss_after_mount_MiB", rss_mounted / 1024)
+                        self.extra("memory@1M", "icloudfs_peak_rss_MiB", peak / 1024)
+                        self.extra("memory@1M", "icloudfs_find", {"items": count, "seconds": seconds})
+                        log(f"  icloudfs 1M memory: RSS {rss / 1024:.0f} MiB after find of {count} items "
+                            f"in {seconds:.1f} s (peak {peak / 1024:.0f})")
+                    if self.wants("ls@1M"):
+                        self.ls_cold_warm(icloudfs.root / big, icloudfs.name, icloudfs.remount)
+                finally:
+                    icloudfs.stop()
+        if "native" in self.chosen and self.wants("ls@1M"):
+            folder = self.native_big_folder()
+            for _ in range(self.reps):
+                self.ls_cold_warm(folder, native.name, lambda: None)
+
     def fuse_floor(self):
         """W3 and W7 on the null FUSE daemon (a fresh one each time: it never frees memory)."""
         floor = FuseFloor(self.work)
@@ -825,10 +1113,32 @@ class Bench:
     def load(self, label):
         self.loads[label] = Path("/proc/loadavg").read_text().split()[:3]
 
+    def choose_stores(self):
+        """--stores as given, else both when an S3 server answers or can be started. The S3
+        server is only looked at when an S3 row is to run."""
+        asked = self.stores
+        self.stores = set(asked or STORES)
+        if "s3" not in self.stores:
+            return
+        if not any(self.wants(f"{base}@s3") for base in S3_WORKLOADS) or not {"rclone", "icloudfs"} & self.chosen:
+            self.stores.discard("s3")
+            return
+        self.s3 = S3Server(self.args.repo)
+        why = self.s3.ensure()
+        if why is not None:
+            self.stores.discard("s3")
+            self.notes.append(f"no S3 rows: {why}")
+            log(f"no S3 rows: {why}")
+            self.s3 = None
+            return
+        log(f"S3 rows on {self.s3.endpoint}, bucket {self.s3.bucket}, prefixes {self.run_id}-*"
+            + (" (a server started for this run)" if self.s3.started else ""))
+
     def run(self):
         self.work.mkdir(parents=True, exist_ok=True)
         if self.quick:
             self.notes.append("--quick: 1 repetition and smaller sizes (see \"sizes\"); not comparable with a full run")
+        self.choose_stores()
         self.load("start")
         log("preparing inputs")
         self.prepare_inputs()
@@ -840,17 +1150,25 @@ class Bench:
                 f"fold {self.micro['fold_items_per_s']:.0f} items/s, snapshot decode {self.micro['snapshot_decode_items_per_s']:.0f} items/s")
         native, rclone, icloudfs = Native(self.work), Rclone(self.work), ICloudFS(self.work, self.bin)
         self.targets = [t for t in (native, rclone, icloudfs) if t.name in self.chosen]
+        if self.s3 is not None:
+            # A prefix of its own for each target, new for each run.
+            self.targets += [t for t in (Rclone(self.work, self.s3, f"{self.run_id}-rclone"),
+                                         ICloudFS(self.work, self.bin, self.s3, f"{self.run_id}-icloudfs"))
+                             if t.name in self.chosen]
         for target in self.targets:
-            if self.wants("W1") or self.wants("W2"):
-                log(f"W1/W2 on {target.name}")
+            where = f"{target.name}" + ("" if target.store == "directory" else f" ({target.store} store)")
+            if self.wants_on("W1", target) or self.wants_on("W2", target):
+                log(f"W1/W2 on {where}")
                 self.w1_w2(target)
-                self.load(f"after W1/W2 {target.name}")
-            if any(self.wants(k) for k in ("W3", "W4", "W5", "W6", "W7")):
-                log(f"W3..W7 on {target.name}")
+                self.load(f"after W1/W2 {where}")
+                self.clear_store(target)
+            if any(self.wants_on(k, target) for k in ("W3", "W4", "W5", "W6", "W7")):
+                log(f"W3..W7 on {where}")
                 self.w3_to_w7(target)
-                self.load(f"after W3..W7 {target.name}")
+                self.load(f"after W3..W7 {where}")
+                self.clear_store(target)
             write_outputs(self, interrupted=True, partial=True)
-        for target in (t for t in self.targets if t.name in ("native", "icloudfs")):
+        for target in (t for t in self.targets if t.name in ("native", "icloudfs") and t.store == "directory"):
             if any(self.wants(k) for k in ("W8", "W9", "W10", "W11")):
                 log(f"W8..W11 on {target.name}")
                 self.heavy_load(target)
@@ -868,13 +1186,26 @@ class Bench:
             log("icloudfs gc of a 100,000-entry journal, and a new device after it")
             self.compacted_container(icloudfs)
             self.load("after gc")
+        if any(self.wants(k) for k in ("mount@1M", "memory@1M", "ls@1M")) and {"icloudfs", "native"} & self.chosen:
+            log("mount, memory and ls -l with a 1,000,000-item container")
+            self.million(icloudfs, native)
+            self.load("after the million-item rows")
+
+    @staticmethod
+    def clear_store(target):
+        """Deletes what the target put in an S3 store (the test server keeps it in memory)."""
+        if target.store != "directory":
+            target.clear_store()
 
     def cleanup(self):
         for target in self.targets:
             try:
                 target.stop()
+                self.clear_store(target)
             except Exception as error:  # keep going: the rest must be unmounted too
                 log(f"could not stop {target.name}: {error}")
+        if self.s3 is not None:
+            self.s3.stop()
         if getattr(self, "w5_source", None):
             self.w5_source.unlink(missing_ok=True)
         if not self.args.keep:
@@ -883,7 +1214,19 @@ class Bench:
 
 # ---------------------------------------------------------------------------- reporting
 
-# key: (row label, unit, higher is better, goal text, goal check(icloudfs, native, extras))
+def store_of(key):
+    """The store a row's figures come from: W3@s3 on S3, every other row on a directory store."""
+    return "s3" if key.endswith("@s3") else "directory"
+
+
+def ahead_of_rclone(higher):
+    return (lambda i, r: i > r) if higher else (lambda i, r: i < r)
+
+
+# key: (row label, unit, higher is better, goal text, goal check(icloudfs, *versus)[, versus])
+# `versus` names what the check compares icloudfs's figure with, in order: "native" or "rclone"
+# (their figures in the same row) or another row's key (icloudfs's figure there); ("native",)
+# when left out. Rows in ABSOLUTE_GOALS are checked without them.
 ROWS = [
     ("W1", "W1 cold sequential read, file only in the store", "MB/s", True, "≥ 50% of native",
      lambda i, n: i >= 0.5 * n),
@@ -914,7 +1257,30 @@ ROWS = [
      "≤ 2 s", lambda i, n: i <= 2),
     ("gc", "icloudfs gc of a 100,000-entry journal (compacted behind a snapshot)", "s", False, "(reported)", None),
     ("gcmount", "a new device of that container after gc: mount usable", "s", False, "≤ 2 s", lambda i, n: i <= 2),
+    # S3 (issue 24): the same workloads, icloudfs with an s3:// store against rclone with an S3 remote.
+    ("W1@s3", "W1 cold sequential read, file only in the store", "MB/s", True, "> rclone",
+     ahead_of_rclone(True), ("rclone",)),
+    ("W2@s3", "W2 warm re-read of the same file", "MB/s", True, "> rclone", ahead_of_rclone(True), ("rclone",)),
+    ("W3@s3", "W3 one process creates 2,000 × 4 KiB files", "files/s", True, "> rclone",
+     ahead_of_rclone(True), ("rclone",)),
+    ("W3sync@s3", "W3 then until all are in the store", "s", False, "< rclone", ahead_of_rclone(False), ("rclone",)),
+    ("W5@s3", "W5 dd bs=1M conv=fsync (random data)", "MB/s", True, "> rclone", ahead_of_rclone(True), ("rclone",)),
+    ("W5sync@s3", "W5 then until it is in the store", "s", False, "< rclone", ahead_of_rclone(False), ("rclone",)),
+    ("W7@s3", "W7 tar x of a ~30k-file tree", "s", False, "< rclone", ahead_of_rclone(False), ("rclone",)),
+    ("W7sync@s3", "W7 then until it is in the store", "s", False, "< rclone and ≤ 3× W7sync (directory)",
+     lambda i, r, d: i < r and i <= 3 * d, ("rclone", "W7sync")),
+    # A million items (issue 24), in a directory store.
+    ("mount@1M", "mount time with a 1,000,000-item container (from a snapshot, fresh cache)", "s", False, "≤ 3 s",
+     lambda i, n: i <= 3),
+    ("memory@1M", "daemon RSS with a 1,000,000-item container, after find of the whole tree", "MiB", False,
+     "≤ 300 MiB", lambda i, n: i <= 300),
+    ("ls@1M", "ls -l of its 10,000-entry folder after remount (cold)", "ms", False, "≤ 2× native",
+     lambda i, n: i <= 2 * n),
+    ("lswarm@1M", "ls -l of its 10,000-entry folder, warm", "ms", False, "≤ 2× native", lambda i, n: i <= 2 * n),
 ]
+ABSOLUTE_GOALS = ("W3", "W3sync", "W6", "W8read", "W10", "heavymemory", "memory", "mount", "gcmount",
+                  "mount@1M", "memory@1M")
+TARGETS = ("native", "rclone", "icloudfs")
 
 
 def machine_description(work):
@@ -946,15 +1312,17 @@ def machine_description(work):
 def write_outputs(bench, interrupted=False, partial=False):
     out = bench.out
     workloads = {}
-    for key, label, unit, higher, goal, check in ROWS:
-        figures = {t: median(bench.samples.get(key, {}).get(t, [])) for t in ("native", "rclone", "icloudfs")}
+    for key, label, unit, higher, goal, check, *rest in ROWS:
+        figures = {t: median(bench.samples.get(key, {}).get(t, [])) for t in TARGETS}
         if key == "W6" and figures["native"] is None and "W6" in bench.samples:
             figures["native"] = 0
         holds = None
-        i, n = figures["icloudfs"], figures["native"]
-        if check is not None and i is not None and (n is not None or key in ("W3", "W3sync", "W6", "W8read", "W10", "heavymemory", "memory", "mount", "gcmount")):
-            holds = bool(check(i, n))
-        entry = {"unit": unit, "label": label, **figures, "goal": goal, "holds": holds,
+        i = figures["icloudfs"]
+        versus = [figures[v] if v in TARGETS else median(bench.samples.get(v, {}).get("icloudfs", []))
+                  for v in (rest[0] if rest else ("native",))]
+        if check is not None and i is not None and (None not in versus or key in ABSOLUTE_GOALS):
+            holds = bool(check(i, *versus))
+        entry = {"unit": unit, "label": label, "store": store_of(key), **figures, "goal": goal, "holds": holds,
                  "samples": bench.samples.get(key, {})}
         if key in bench.lower_bounds:
             entry["lower_bound"] = sorted(bench.lower_bounds[key])
@@ -978,6 +1346,10 @@ def write_outputs(bench, interrupted=False, partial=False):
         "sizes": bench.sizes,
         "machine": machine_description(bench.out),
         "load_average": bench.loads,
+        "stores": sorted(bench.stores or ()),
+        "s3": ({"endpoint": bench.s3.endpoint, "bucket": bench.s3.bucket,
+                "prefixes": [f"{bench.run_id}-rclone", f"{bench.run_id}-icloudfs"],
+                "server_started_by_the_bench": bench.s3.started or None} if bench.s3 else None),
         "notes": bench.notes,
         "workloads": workloads,
         "micro": getattr(bench, "micro", None),
@@ -1022,16 +1394,16 @@ def markdown(result):
     if result["interrupted"]:
         lines += ["**Not finished (still running, interrupted or stopped): the figures below are partial.**", ""]
     lines += [
-        "| workload | unit | native | rclone | icloudfs | icloudfs goal | holds |",
-        "|---|---|---|---|---|---|---|",
+        "| workload | store | unit | native | rclone | icloudfs | icloudfs goal | holds |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for key, w in result["workloads"].items():
-        if not any(w[t] is not None for t in ("native", "rclone", "icloudfs")):
+        if not any(w[t] is not None for t in TARGETS):
             continue
         holds = {True: "yes", False: "**no**", None: "–"}[w["holds"]]
-        cells = [("> " if t in w.get("lower_bound", []) else "") + fmt(w[t], w["unit"])
-                 for t in ("native", "rclone", "icloudfs")]
-        lines.append(f"| {w['label']} | {w['unit']} | {' | '.join(cells)} | {w['goal']} | {holds} |")
+        cells = [("> " if t in w.get("lower_bound", []) else "") + fmt(w[t], w["unit"]) for t in TARGETS]
+        label = w["label"] if "@" not in key else f"{w['label']} ({key})"
+        lines.append(f"| {label} | {w['store']} | {w['unit']} | {' | '.join(cells)} | {w['goal']} | {holds} |")
     lines.append("")
     floors = [(w["label"].split(" ")[0], fmt(w["fuse_floor"], w["unit"]), w["unit"])
               for w in result["workloads"].values() if "fuse_floor" in w]
@@ -1058,7 +1430,8 @@ def markdown(result):
         f"({result['workloads']['W7'].get('extra', {}).get('entries', '?')} entries), "
         f"memory/mount {s['memory_items']:,} items; W8 file {s['W8_file_MiB']} MiB, W9 database {s['W9_db_MiB']} MiB, "
         f"W10 file {s['W10_file_MiB']} MiB, W11 {s['W11_operations']} operations per process (W8..W11: native and "
-        "icloudfs only).",
+        f"icloudfs only); @1M rows: a container of {s['million_items']:,} items with a folder of "
+        f"{s['million_big_folder']:,} files (icloudfs only, and native for ls -l).",
         "",
         "How each is measured: cold runs drop the page cache and use a new mount with a new cache "
         "folder (icloudfs: a new device); W6 counts icloudfs's store growth and rclone's write_bytes "
@@ -1067,6 +1440,16 @@ def markdown(result):
         "The machine's 2 cores may be shared with other work (see the load averages).",
         "",
     ]
+    if result.get("s3"):
+        s3 = result["s3"]
+        lines += [
+            f"S3 rows (store s3): the same workloads with icloudfs on an s3:// store and `rclone mount "
+            f"--vfs-cache-mode full` of an S3 remote (provider Ceph), each under a prefix of its own in bucket "
+            f"{s3['bucket']} at {s3['endpoint']} (a Ceph radosgw on this machine, objects in memory): "
+            + ", ".join(s3["prefixes"]) + ", deleted afterwards. W1@s3 reads a file put in the store beforehand "
+            "(icloudfs: through a mount of another device; rclone: rclone copyto) from a new mount with a new cache.",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -1077,8 +1460,8 @@ def chart(result, path):
 
     keys, icloudfs, rclone, goals, floors = [], [], [], [], []
     goal_ratio = {"W1": 0.5, "W2": 0.75, "W4": 0.5, "W4warm": 0.5, "W5": 0.7, "W7": 0.2, "W8": 0.2, "W9": 0.3,
-                  "W11": 0.1}
-    for key, label, unit, higher, goal, check in ROWS:
+                  "W11": 0.1, "ls@1M": 0.5, "lswarm@1M": 0.5}
+    for key, label, unit, higher, goal, check, *_ in ROWS:
         w = result["workloads"][key]
         n = w["native"]
         if not n or key in ("W3sync", "W5sync", "W7sync", "W6", "W8p99", "W8read", "W10", "heavymemory", "memory",
@@ -1094,9 +1477,36 @@ def chart(result, path):
         rclone.append(ratio(w["rclone"]))
         goals.append(goal_ratio.get(key, 10000 / n if key == "W3" else None))
         floors.append(ratio(w["fuse_floor"]) if w.get("fuse_floor") else None)
-    if not keys:
+    # The S3 rows: icloudfs relative to rclone on the same S3 server (the goal: ahead of it).
+    s3_keys, s3_ratios, s3_goals = [], [], []
+    for key, label, unit, higher, *_ in ROWS:
+        w = result["workloads"][key]
+        if w["store"] != "s3" or not w["icloudfs"] or not w["rclone"]:
+            continue
+        s3_keys.append(key.replace("@s3", ""))
+        s3_ratios.append(w["icloudfs"] / w["rclone"] if higher else w["rclone"] / w["icloudfs"])
+        goal = 1.0
+        directory = result["workloads"]["W7sync"]["icloudfs"]
+        if key == "W7sync@s3" and directory:  # also ≤ 3× the directory store's W7sync
+            goal = max(goal, w["rclone"] / (3 * directory))
+        s3_goals.append(goal)
+    if not keys and not s3_keys:
         return
-    fig, ax = plt.subplots(figsize=(9, 5))
+    if s3_keys:
+        fig, (ax, ax3) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [max(len(keys), 1), len(s3_keys)]})
+        ax3.bar(range(len(s3_keys)), s3_ratios, 0.5, color="#3b7dd8")
+        for x, g in enumerate(s3_goals):
+            ax3.hlines(g, x - 0.3, x + 0.3, colors="black", linestyles="dashed", linewidth=1)
+        ax3.axhline(1.0, color="#d8893b", linewidth=1)
+        ax3.set_yscale("log")
+        ax3.set_xticks(list(range(len(s3_keys))))
+        ax3.set_xticklabels(s3_keys, rotation=30, fontsize=8)
+        ax3.set_ylabel("icloudfs speed relative to rclone (higher is better, log)")
+        ax3.set_title("S3 store: icloudfs / rclone (orange line: rclone)", fontsize=10)
+        if not keys:
+            ax.axis("off")
+    else:
+        fig, ax = plt.subplots(figsize=(9, 5))
     xs = range(len(keys))
     width = 0.38
     ax.bar([x - width / 2 for x in xs], icloudfs, width, label="icloudfs / native", color="#3b7dd8")
@@ -1138,6 +1548,8 @@ def main():
     parser.add_argument("--keep", action="store_true", help="keep the work folder (stores, remotes)")
     parser.add_argument("--only", default=None)
     parser.add_argument("--targets", default=None, help="a subset of native,rclone,icloudfs,floor")
+    parser.add_argument("--stores", default=None, help="a subset of directory,s3 (default: both when an S3 "
+                        "server answers or can be started)")
     args = parser.parse_args()
 
     def terminate(signum, frame):
