@@ -1502,7 +1502,7 @@ def chart(result, path):
         ax3.set_xticks(list(range(len(s3_keys))))
         ax3.set_xticklabels(s3_keys, rotation=30, fontsize=8)
         ax3.set_ylabel("icloudfs speed relative to rclone (higher is better, log)")
-        ax3.set_title("S3 store: icloudfs / rclone (orange line: rclone)", fontsize=10)
+        ax3.set_title("S3 store: icloudfs / rclone (orange line: rclone; dashes: goal)", fontsize=10)
         if not keys:
             ax.axis("off")
     else:
@@ -1521,8 +1521,12 @@ def chart(result, path):
     ax.set_xticks(list(xs))
     ax.set_xticklabels(keys)
     ax.set_ylabel("speed relative to native (higher is better, log)")
-    title = f"icloudfs and rclone relative to native, {result['date']}" + (" (quick)" if result["quick"] else "")
-    ax.set_title(title, fontsize=10)
+    when = result["date"] + (" (quick)" if result["quick"] else "")
+    if s3_keys:  # two panels: the date once above both, short titles (a long one is clipped)
+        fig.suptitle(f"icloudfs benchmark, {when}", fontsize=10)
+        ax.set_title("directory store: icloudfs and rclone / native", fontsize=10)
+    else:
+        ax.set_title(f"icloudfs and rclone relative to native, {when}", fontsize=10)
     from matplotlib.lines import Line2D
     handles, labels = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], color="black", linestyle="dashed", linewidth=1))
