@@ -12,25 +12,34 @@ extension Replica {
         try await syncLock.withLock { try await pullUnlocked() }
     }
 
-    /// Pushes the queue (and pulls what arrives meanwhile). Throws when the store fails.
-    /// During a burst of changes it stops after the batches that are full: the rest goes up
-    /// when the burst pauses (`pushAfterPause`), as one commit rather than one per few files.
+    /// Pushes the whole queue (and pulls what arrives meanwhile). Throws when the store fails.
     public func push() async throws {
+        pushRequested.withLock { $0 = true }
+        try await pushDue()
+    }
+
+    /// The background loop's push: when asked (`syncSoon`), every change queued by then;
+    /// otherwise, during a burst of changes, only the batches that are full: the rest goes up
+    /// when the burst pauses (`pushAfterPause`), as one commit rather than one per few files.
+    func pushDue() async throws {
         try await syncLock.withLock {
             try await pullUnlocked()
-            var due = pushRequested.withLock { requested in
+            let requested = pushRequested.withLock { requested in
                 defer { requested = false }
                 return requested
             }
+            // Changes asked for that are still queued (the queue is in order: the oldest go first).
+            var asked = requested ? state.withLock { $0.device.pending.count } : 0
             while true {
                 try await payOwedUploads()
-                guard due || nextBatchIsDue() else {
+                guard asked > 0 || nextBatchIsDue() else {
                     // Still arriving: `pushAfterPause` wakes the loop when they pause.
                     if state.withLock({ !$0.device.pending.isEmpty }) { pushAfterPause() }
                     break
                 }
+                let before = state.withLock { $0.device.pending.count }
                 guard try await pushOneBatch() else { break }
-                due = false
+                asked -= max(1, before - state.withLock { $0.device.pending.count })
             }
         }
     }
@@ -136,7 +145,7 @@ extension Replica {
                 enforceCacheBound()
             }
             do {
-                try await push()
+                try await pushDue()
                 let hadError = state.withLock { state in
                     defer { state.uploadError = nil }
                     return state.uploadError != nil
