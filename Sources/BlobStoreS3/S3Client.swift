@@ -3,6 +3,7 @@ import BlobStore
 import Foundation
 import Logging
 import NIOCore
+import NIOFoundationCompat
 import NIOHTTP1
 
 /// One S3 answer, body collected.
@@ -115,7 +116,7 @@ struct S3Client: Sendable {
         } catch is NIOTooManyBytesError {
             throw StoreError.badObject("S3 \(method.rawValue) \(path): the answer is larger than the \(maximumBody) bytes allowed")
         }
-        return S3Response(status: Int(response.status.code), headers: response.headers, body: Data(data.readableBytesView))
+        return S3Response(status: Int(response.status.code), headers: response.headers, body: Data(buffer: data, byteTransferStrategy: .noCopy))
     }
 
     /// A short reason for a transport failure, for messages.
