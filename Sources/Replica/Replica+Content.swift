@@ -538,7 +538,7 @@ extension Replica {
     }
 
     /// A directory store's chunk, copied into the content file by the kernel and checked
-    /// there: no copy through memory (`ContainerStore.copyChunk`). False where the store
+    /// there: no copy through memory (`ContainerStore.openChunk`, `copy`). False where the store
     /// cannot, or when the copy failed in any way: `readChunk` then fetches it, with its
     /// waits and retries (a chunk another device is still uploading, a store out of reach).
     private func copyFromLocalStore(_ id: ItemID, _ piece: ContentChunker.Piece, version: [ChunkRef]) async throws -> Bool {

@@ -83,8 +83,13 @@ struct ReplicaState: Sendable {
     /// `ftruncate` and `lseek(SEEK_END)` on an open descriptor work as on a local disk.
     func itemOfOpenHandle(_ id: ItemID) -> Item? {
         if let item = liveItem(id) { return item }
-        guard openCount[id] != nil else { return nil }
-        return device.view.item(id).map(withUnsavedWrites)
+        guard openCount[id] != nil, var item = device.view.item(id) else { return nil }
+        // Unlinked while open: its bytes live only here, and queuing them changes nothing (the
+        // delete stands), so its size is the local copy's even once that is clean again. (The
+        // deleted item's size is whatever was last queued: 0 for a file removed before its
+        // first close was queued, which made the kernel cut reads after an invalidation.)
+        if let record = content[id] { item.size = record.size }
+        return withUnsavedWrites(item)
     }
 
     private func withUnsavedWrites(_ item: Item) -> Item {
