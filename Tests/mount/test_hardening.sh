@@ -250,3 +250,19 @@ test_cached_copy_gone_is_downloaded_again() {
     mount_device b
     cmp "$T/b/photo" "$T/a/photo"
 }
+
+test_reads_are_read_ahead_and_sized_to_be_spliced() {
+    mount_device a
+    # 4 MiB of read-ahead (root raises it through sysfs) and reads that libfuse can splice.
+    assert_eq "$(cat "/sys/class/bdi/$(mountpoint -d "$T/a")/read_ahead_kb")" 4096 "read-ahead"
+    grep " $T/a " /proc/mounts | grep -q "max_read=1032192"
+    head -c 40M /dev/urandom > "$T/source"
+    cp "$T/source" "$T/a/big"
+    sync_wait a
+    # A cold read on another device: chunks copied from the directory store, checked, whole.
+    mount_device b
+    sync
+    echo 3 > /proc/sys/vm/drop_caches
+    cmp "$T/source" "$T/b/big"
+    assert_eq "$(xattr isDownloaded "$T/b/big")" 1
+}
