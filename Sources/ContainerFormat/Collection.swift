@@ -250,9 +250,9 @@ extension ContainerStore {
     public func catchUp(_ tree: Tree? = nil, problems: (String) -> Void = { _ in }) async throws -> Tree {
         var tree = tree ?? Tree()
         if tree.head == 0 {
-            let (snapshot, snapshotProblems) = try await latestSnapshot()
+            let (loaded, snapshotProblems) = try await latestSnapshot()
             snapshotProblems.forEach(problems)
-            if let snapshot { tree = snapshot.tree }
+            if let loaded { tree = loaded.tree }
         }
         while true {
             let seq = tree.head + 1

@@ -199,8 +199,9 @@ public struct ContainerStore: Sendable {
         }
     }
 
-    /// The newest snapshot that can be read, with a line for each one that could not.
-    public func latestSnapshot() async throws -> (snapshot: Snapshot?, problems: [String]) {
+    /// The newest snapshot that can be read and its tree, with a line for each one that
+    /// could not.
+    public func latestSnapshot() async throws -> (loaded: LoadedSnapshot?, problems: [String]) {
         let keys = try await store.listAll(prefix: "\(container)/snapshots/").map(\.key)
         var problems: [String] = []
         for key in keys.reversed() {
@@ -218,11 +219,15 @@ public struct ContainerStore: Sendable {
                     problems.append("\(key): journal entry \(snapshot.seq) does not exist")
                     continue
                 }
+                // The tree is built on another core while the items are checked (a million
+                // items take a second or two for each).
+                async let tree = Self.tree(of: snapshot)
                 if let problem = Snapshot.problem(in: snapshot.items, seq: snapshot.seq) {
+                    _ = await tree
                     problems.append("\(key): \(problem)")
                     continue
                 }
-                return (snapshot, problems)
+                return (LoadedSnapshot(snapshot: snapshot, tree: await tree), problems)
             } catch StoreError.badObject(let why) {
                 problems.append("\(key): \(why)")
             } catch let error as StoreError {
@@ -233,6 +238,19 @@ public struct ContainerStore: Sendable {
         }
         return (nil, problems)
     }
+
+    /// `snapshot.tree`, built on a thread of its own (not one of the tasks' few threads).
+    private static func tree(of snapshot: Snapshot) async -> Tree {
+        await withCheckedContinuation { built in
+            DispatchQueue.global().async { built.resume(returning: snapshot.tree) }
+        }
+    }
+}
+
+/// A snapshot read from the store, and the tree it records.
+public struct LoadedSnapshot: Sendable {
+    public var snapshot: Snapshot
+    public var tree: Tree
 }
 
 extension Snapshot {

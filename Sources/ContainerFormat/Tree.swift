@@ -42,13 +42,10 @@ public struct Tree: Sendable {
         self.policy = policy
         items = ItemTable(capacity: list.count + 1)
         items[.root] = .rootFolder()
+        // (Decoding gave the items of a folder one parent id: `SnapshotCoding`.)
         for item in list {
             insertIntoIndexes(item)
         }
-        // Decoding gave every item its own copy of its parent's id: share the parent's own
-        // (one string per folder instead of one per item).
-        let shared = items.values.compactMap { item in items[item.parent].map { (item.id, $0.id) } }
-        for (id, parent) in shared { items[id]?.parent = parent }
     }
 
     public func item(_ id: ItemID) -> Item? { items[id] }

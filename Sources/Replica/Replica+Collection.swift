@@ -219,14 +219,14 @@ extension Replica {
     /// The journal was compacted past this device's head: start again from the newest
     /// snapshot, keeping the queue (its changes are folded on that tree like any others).
     func rebaseOnNewestSnapshot() async throws {
-        let (snapshot, problems) = try await container.latestSnapshot()
+        let (loaded, problems) = try await container.latestSnapshot()
         for problem in problems { logger.error("skipping unreadable snapshot \(problem)") }
         let floor = state.withLock { $0.collections.floor }
-        guard let snapshot, snapshot.seq + 1 >= floor else {
+        guard let loaded, loaded.snapshot.seq + 1 >= floor else {
             throw ReplicaError.local(
                 "the journal was compacted past this device's position (entries before \(floor) are gone) and no snapshot covers them")
         }
-        let tree = snapshot.tree
+        let tree = loaded.tree
         let (changed, rewritten) = try state.withLock { state -> (Set<ItemID>, Int) in
             let old = state.device.view
             let ids = Set(state.device.synced.allIDs).union(tree.allIDs)
@@ -242,7 +242,7 @@ extension Replica {
             return (Set(ids.filter { old.item($0) != device.view.item($0) }), rewritten.count)
         }
         logger.notice(
-            "entries after this device's position were compacted away: started again from snapshot \(snapshot.seq), queued changes kept (\(rewritten) of them rewritten: they name items whose deletion expired meanwhile)")
+            "entries after this device's position were compacted away: started again from snapshot \(loaded.snapshot.seq), queued changes kept (\(rewritten) of them rewritten: they name items whose deletion expired meanwhile)")
         if !changed.isEmpty {
             changeObserver.withLock { $0 }?(changed)
             downloadWanted(changed)

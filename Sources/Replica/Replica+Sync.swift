@@ -167,11 +167,11 @@ extension Replica {
     func bootstrapFromSnapshot() async throws {
         guard head == 0 else { return }
         let start = ContinuousClock.now
-        let (snapshot, problems) = try await container.latestSnapshot()
+        let (loaded, problems) = try await container.latestSnapshot()
         for problem in problems { logger.error("skipping unreadable snapshot \(problem)") }
-        guard let snapshot, snapshot.seq > 0 else { return }
+        guard let loaded, loaded.snapshot.seq > 0 else { return }
+        let (snapshot, tree) = (loaded.snapshot, loaded.tree)
         let read = ContinuousClock.now - start
-        let tree = snapshot.tree
         let ids = snapshot.items.map(\.id)
         // Recorded in the background (a second or so for 100,000 items): the database runs
         // writes in order, so everything written later lands after it. If it fails, pulls

@@ -56,6 +56,18 @@ struct SnapshotCodingTests {
         #expect(SnapshotCoding.encode(Snapshot(of: decoded.tree)) == data)
     }
 
+    @Test("a large snapshot is decoded in parts on several cores: the same items, in order; a bad item in a later part fails it")
+    func decodesInParts() throws {
+        let original = snapshot(items: 30_000)  // above the size decoded on one core
+        let decoded = try SnapshotCoding.decode(SnapshotCoding.encode(original))
+        #expect(decoded.items == original.items)
+
+        var message = SnapshotMessage()
+        message.items = original.items.map(ItemMessage.init)
+        message.items[original.items.count - 10].kind = .UNRECOGNIZED(9)
+        #expect(throws: (any Error).self) { try SnapshotCoding.decode(try message.serializedBytes()) }
+    }
+
     @Test("a format-1 snapshot (JSON) still reads")
     func readsFormatOne() throws {
         var original = snapshot(items: 200)
