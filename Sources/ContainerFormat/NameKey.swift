@@ -1,3 +1,5 @@
+import Foundation
+
 /// A name compared byte for byte, as Linux filesystems compare names.
 ///
 /// Swift's `String` equality is canonical equivalence: `café` in NFC and in NFD are equal
@@ -24,5 +26,16 @@ extension String {
 
     /// Byte order of UTF-8, the order `ls` uses in the C locale; unlike `<` on `String`, it
     /// never calls two different names equal.
-    public func precedesInBytes(_ other: String) -> Bool { utf8.lexicographicallyPrecedes(other.utf8) }
+    public func precedesInBytes(_ other: String) -> Bool {
+        // memcmp of the bytes where both are stored contiguously (native strings are): an
+        // element-wise walk of the two views was most of sorting a 10,000-name folder.
+        let contiguous = utf8.withContiguousStorageIfAvailable { mine in
+            other.utf8.withContiguousStorageIfAvailable { theirs in
+                let common = min(mine.count, theirs.count)
+                let order = common == 0 ? 0 : memcmp(mine.baseAddress!, theirs.baseAddress!, common)
+                return order != 0 ? order < 0 : mine.count < theirs.count
+            }
+        }
+        return (contiguous ?? nil) ?? utf8.lexicographicallyPrecedes(other.utf8)
+    }
 }

@@ -83,7 +83,13 @@ public struct Tree: Sendable {
 
     /// Live children, sorted by name.
     public func children(of folder: ItemID) -> [Item] {
-        (childIndex[folder] ?? [:]).values.compactMap { items[$0] }.sorted { $0.name.precedesInBytes($1.name) }
+        childEntries(of: folder).compactMap { items[$0.id] }
+    }
+
+    /// Names and ids of the live children, sorted by name, without copying out an item (an
+    /// `ls` of a folder of 10,000 spent most of its time moving items around).
+    public func childEntries(of folder: ItemID) -> [(name: String, id: ItemID)] {
+        (childIndex[folder] ?? [:]).map { ($0.key.name, $0.value) }.sorted { $0.name.precedesInBytes($1.name) }
     }
 
     public func hasChildren(_ folder: ItemID) -> Bool {

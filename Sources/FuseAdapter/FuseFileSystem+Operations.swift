@@ -349,19 +349,19 @@ extension FuseFileSystem {
             for index in offset..<entries.count {
                 let item = entries[index]
                 let remaining = size - used
+                // Attributes as of now, not of opendir: the kernel caches them, and a remote
+                // change invalidated since must not be undone by an old listing. A name gone
+                // since is left out.
+                guard let folder, let attributes = replica.currentAttributes(of: item, in: folder)
+                else { continue }
                 let needed: Int
                 if plus {
-                    // Attributes as of now, not of opendir: the kernel caches them, and a
-                    // remote change invalidated since must not be undone by an old listing.
-                    guard let folder,
-                        let attributes = replica.currentAttributes(of: item.attributes.id, named: item.name, in: folder)
-                    else { continue }
                     var entry = uncountedEntry(attributes)
                     needed = request.addDirectoryEntryPlus(buffer.baseAddress! + used, remaining, item.name, &entry, index + 1)
                     // An entry that does not fit was not handed out: no lookup to count.
                     if needed <= remaining { inodes.remember(attributes.inode, parent: parent, name: item.name) }
                 } else {
-                    var attributes = stat(of: item.attributes)
+                    var attributes = stat(of: attributes)
                     needed = request.addDirectoryEntry(buffer.baseAddress! + used, remaining, item.name, &attributes, index + 1)
                 }
                 if needed > remaining { break }

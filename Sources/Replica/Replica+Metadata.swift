@@ -11,11 +11,14 @@ extension Replica {
         }
     }
 
-    /// The attributes of `id` now, if it is still called `name` in `folder`; nil if it moved
-    /// or went away (a listing taken earlier must not hand out what changed since).
-    public func currentAttributes(of id: ItemID, named name: String, in folder: ItemID) -> ItemAttributes? {
+    /// The attributes of what `entry` names now (a hard link's item for a link), if `entry`
+    /// is still in `folder`; nil if it moved or went away (a listing taken earlier must not
+    /// hand out what changed since).
+    public func currentAttributes(of entry: DirectoryEntry, in folder: ItemID) -> ItemAttributes? {
         state.withLock { state in
-            guard let item = named(name, in: folder, state), item.id == id else { return nil }
+            guard let child = state.view.child(named: entry.name, in: folder), child.id == entry.id,
+                let item = state.view.resolved(child).flatMap({ state.liveItem($0.id) })
+            else { return nil }
             return attributes(item, &state)
         }
     }
@@ -32,16 +35,14 @@ extension Replica {
         state.view.child(named: name, in: folder).flatMap(state.view.resolved).flatMap { state.liveItem($0.id) }
     }
 
-    /// The live children of a folder, sorted by name (a hard link listed as its item).
-    public func list(_ folder: ItemID) throws(ReplicaError) -> [ItemAttributesWithName] {
+    /// The live children of a folder, sorted by name: names and ids, what `opendir` keeps.
+    /// `currentAttributes` gives each one's attributes as the listing is read (working them
+    /// all out here too was most of an `ls -l` of a large folder).
+    public func list(_ folder: ItemID) throws(ReplicaError) -> [DirectoryEntry] {
         try state.withLock { state throws(ReplicaError) in
             guard let item = state.view.liveItem(folder) else { throw .notFound }
             guard item.kind == .folder else { throw .notAFolder }
-            return state.view.children(of: folder).compactMap { child in
-                state.view.resolved(child).flatMap { state.liveItem($0.id) }.map {
-                    ItemAttributesWithName(name: child.name, attributes: attributes($0, &state))
-                }
-            }
+            return state.view.childEntries(of: folder).map { DirectoryEntry(name: $0.name, id: $0.id) }
         }
     }
 
@@ -395,7 +396,8 @@ extension Replica {
     }
 }
 
-public struct ItemAttributesWithName: Sendable, Equatable {
+/// A name in a folder listing, and its item's id (for a hard link, the link's own).
+public struct DirectoryEntry: Sendable, Equatable {
     public var name: String
-    public var attributes: ItemAttributes
+    public var id: ItemID
 }

@@ -14,7 +14,7 @@ struct ReplicaConvergenceTests {
         var lines: [String] = []
         for entry in try replica.list(try replica.id(path)) {
             let child = path.isEmpty ? entry.name : "\(path)/\(entry.name)"
-            if entry.attributes.kind == .folder {
+            if try replica.attributes(of: entry.id).kind == .folder {
                 lines.append(child + "/")
                 lines += try await listing(replica, child)
             } else {
@@ -28,8 +28,9 @@ struct ReplicaConvergenceTests {
         var found: [(String, Bool)] = []
         for entry in try replica.list(try replica.id(path)) {
             let child = path.isEmpty ? entry.name : "\(path)/\(entry.name)"
-            found.append((child, entry.attributes.kind == .folder))
-            if entry.attributes.kind == .folder { found += try files(replica, child) }
+            let isFolder = try replica.attributes(of: entry.id).kind == .folder
+            found.append((child, isFolder))
+            if isFolder { found += try files(replica, child) }
         }
         return found
     }
