@@ -1254,9 +1254,9 @@ ROWS = [
     ("W11", "W11 4 processes × 1,000 random operations", "s", False, "≤ 10× native", lambda i, n: i <= 10 * n),
     ("heavymemory", "daemon RSS at most, during W8..W11", "MiB", False, "≤ 150 MiB", lambda i, n: i <= 150),
     ("memory", "memory: daemon RSS with a 100,000-item container (after stat of every item)", "MiB", False,
-     "≤ 150 MiB", lambda i, n: i <= 150),
+     "≤ 100 MiB", lambda i, n: i <= 100),
     ("mount", "mount time with a 100,000-item container (from a snapshot, fresh cache)", "s", False,
-     "≤ 2 s", lambda i, n: i <= 2),
+     "≤ 1 s", lambda i, n: i <= 1),
     ("gc", "icloudfs gc of a 100,000-entry journal (compacted behind a snapshot)", "s", False, "(reported)", None),
     ("gcmount", "a new device of that container after gc: mount usable", "s", False, "≤ 2 s", lambda i, n: i <= 2),
     # S3 (issue 24): the same workloads, icloudfs with an s3:// store against rclone with an S3 remote.

@@ -256,6 +256,11 @@ test_reads_are_read_ahead_and_sized_to_be_spliced() {
     # 4 MiB of read-ahead (root raises it through sysfs) and reads that libfuse can splice.
     assert_eq "$(cat "/sys/class/bdi/$(mountpoint -d "$T/a")/read_ahead_kb")" 4096 "read-ahead"
     grep " $T/a " /proc/mounts | grep -q "max_read=1032192"
+    # Also at a mount point that mountinfo escapes (a space is \040, a backslash \134).
+    mkdir -p "$T/c d\\e"
+    "$BIN/icloudfs" mount "$CONTAINER" "$T/c d\\e" -o "store=$T/store,cache=$T/cache-c,device=c"
+    assert_eq "$(cat "/sys/class/bdi/$(mountpoint -d "$T/c d\\e")/read_ahead_kb")" 4096 "read-ahead at an escaped path"
+    fusermount3 -u "$T/c d\\e"
     head -c 40M /dev/urandom > "$T/source"
     cp "$T/source" "$T/a/big"
     sync_wait a
