@@ -303,6 +303,10 @@ extension Replica {
             } else {
                 xattrs[name] = value
             }
+            // A file being written keeps the mode last set on it for its next commit: the
+            // ACL's mode replaces that one, or the commit would queue the old mode after it
+            // (and `stat` would show the old one until then).
+            if let mode, state.dirtyMode[id] != nil { state.dirtyMode[id] = mode }
             enqueue([(.update(.init(id: id, base: 0, mode: mode, xattrs: xattrs)), nil)], &state)
         }
     }

@@ -263,6 +263,31 @@ struct ReplicaTests {
         #expect(try b.attributes(of: b.id("e")).mode == 0o640)
     }
 
+    @Test("an access ACL set on a file still being written keeps its mode: the commit does not queue the chmod before it again")
+    func aclOnFileBeingWritten() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        let id = try a.makeFile("f", in: .root, mode: 0o600).id
+        let file = try await a.open(id, write: true, truncate: false)
+        try a.write(file, offset: 0, data: Data("acl".utf8))
+        _ = try a.setAttributes(id, mode: 0o644)  // held for the commit: the file is being written
+        // user::rw- user:1000:rw- group::r-- mask::rw- other::r--, as setfacl -m u:1000:rw hands it over
+        var acl = Data([2, 0, 0, 0])
+        for (tag, permissions, owner) in [(0x01, 6, UInt32.max), (0x02, 6, 1000), (0x04, 4, .max), (0x10, 6, .max), (0x20, 4, .max)] {
+            acl.append(contentsOf: [UInt8(tag), 0, UInt8(permissions), 0])
+            acl.append(contentsOf: withUnsafeBytes(of: owner.littleEndian) { Array($0) })
+        }
+        try a.setUserAttribute("system.posix_acl_access", of: id, to: acl)
+        #expect(try a.attributes(of: id).mode == 0o664)
+        try a.close(file)
+        #expect(try a.attributes(of: id).mode == 0o664)
+        try await a.push()
+
+        let b = try await devices.open("b")
+        #expect(try b.attributes(of: b.id("f")).mode == 0o664)
+    }
+
     @Test("files closed in the background arrive whole; one unlinked before it was queued stays deleted")
     func closeInBackground() async throws {
         let devices = Devices()
