@@ -25,7 +25,6 @@ public enum SnapshotCoding {
         var snapshot: Snapshot
         if data.first == UInt8(ascii: "{") {
             snapshot = try FormatCoding.decode(Snapshot.self, from: data)  // format 1: JSON
-            snapshot.items = sharingParents(snapshot.items)
         } else {
             let outline = try SnapshotOutline(serializedBytes: data)
             snapshot = Snapshot(
@@ -68,17 +67,6 @@ public enum SnapshotCoding {
         items.reserveCapacity(encoded.count)
         for part in decoded.take() { items += try part.get() }
         return items
-    }
-
-    /// The items with one parent id per folder (JSON gave each item its own copy: a string
-    /// each, kept as long as the tree).
-    static func sharingParents(_ items: [Item]) -> [Item] {
-        var parents: [ItemID: ItemID] = [:]
-        return items.map { item in
-            var item = item
-            if let shared = parents[item.parent] { item.parent = shared } else { parents[item.parent] = item.parent }
-            return item
-        }
     }
 
     /// A copy of `string` in a new allocation. The items outlive the decoded messages; strings

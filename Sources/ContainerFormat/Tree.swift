@@ -42,8 +42,11 @@ public struct Tree: Sendable {
         self.policy = policy
         items = ItemTable(capacity: list.count + 1)
         items[.root] = .rootFolder()
-        // (Decoding gave the items of a folder one parent id: `SnapshotCoding`.)
-        for item in list {
+        // One parent id per folder: the items of a folder were decoded (a snapshot, the
+        // cache's database) each with its own copy, a string each for as long as the tree.
+        var parents: [ItemID: ItemID] = [:]
+        for var item in list {
+            if let shared = parents[item.parent] { item.parent = shared } else { parents[item.parent] = item.parent }
             insertIntoIndexes(item)
         }
     }

@@ -17,7 +17,7 @@ extension Replica {
     public func currentAttributes(of entry: DirectoryEntry, in folder: ItemID) -> ItemAttributes? {
         state.withLock { state in
             guard let child = state.view.child(named: entry.name, in: folder), child.id == entry.id,
-                let item = state.view.resolved(child).flatMap({ state.liveItem($0.id) })
+                let item = named(child, state)
             else { return nil }
             return attributes(item, &state)
         }
@@ -32,7 +32,12 @@ extension Replica {
 
     /// The live item `name` in `folder` stands for (a hard link's item for a link).
     private func named(_ name: String, in folder: ItemID, _ state: ReplicaState) -> Item? {
-        state.view.child(named: name, in: folder).flatMap(state.view.resolved).flatMap { state.liveItem($0.id) }
+        state.view.child(named: name, in: folder).flatMap { named($0, state) }
+    }
+
+    /// The live item a folder's child names (a hard link's item for a link).
+    private func named(_ child: Item, _ state: ReplicaState) -> Item? {
+        state.view.resolved(child).flatMap { state.liveItem($0.id) }
     }
 
     /// The live children of a folder, sorted by name: names and ids, what `opendir` keeps.
