@@ -48,6 +48,9 @@ S3_WORKLOADS = ("W1", "W2", "W3", "W5", "W7")
 STORES = ("directory", "s3")
 # The snapshot format icloudfs writes (Snapshot.formatVersion).
 SNAPSHOT_FORMAT = 6
+# Containers of an older generator (UUID ids before 2, where icloudfs makes 15-character
+# ids) measure what icloudfs no longer makes: the cache's name says which generator made them.
+GENERATOR = 2
 MiB = 1 << 20
 # A repetition that takes longer than this is not repeated (the output says so).
 LONG_RUN_S = 300
@@ -896,7 +899,7 @@ class Bench:
         # Named by snapshot format: a container kept from before a format change would time
         # the old format's decode.
         big = f"-big{big_folder}" if big_folder else ""
-        return self.cache / f"store-{items}{big}-snapshot-v{SNAPSHOT_FORMAT}"
+        return self.cache / f"store-{items}{big}-snapshot-v{SNAPSHOT_FORMAT}-gen{GENERATOR}"
 
     def cached_container(self, container, items, big_folder=0):
         """A directory store holding `container` of `items` items made by `icloudfs-bench

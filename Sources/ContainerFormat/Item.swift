@@ -198,58 +198,110 @@ public struct Deletion: Hashable, Codable, Sendable {
 }
 
 /// An item of the container's tree as the fold of the journal leaves it.
-public struct Item: Hashable, Codable, Sendable {
+///
+/// A tree holds one per item, so its size is most of a large container's memory: fields
+/// most items leave nil live in one shared box (``Item/Rare``), and the stored properties
+/// are ordered so that little is lost to alignment (192 bytes instead of 320).
+public struct Item: Hashable, Sendable {
     public var id: ItemID
     public var parent: ItemID
     public var name: String
-    public var kind: ItemKind
-    /// Permission bits only (`0o7777`).
-    public var mode: UInt32
-    public var mtime: Timestamp
-    public var size: UInt64
     public var chunks: [ChunkRef]
-    /// Where a symlink points; nil for other kinds.
-    public var target: String?
     /// Extended attributes by full name (`user.foo`, `security.capability`, POSIX ACLs;
     /// see `AttributeName`); never `user.icloud.*`.
     public var xattrs: [String: Data]
+    public var size: UInt64
     /// The journal sequence number of the last change of any kind.
     public var version: UInt64
     /// The journal sequence number of the last content change (creation counts).
     public var contentVersion: UInt64
-    /// Tombstone: kept so that a later edit or a write into a deleted folder can revive it.
-    public var deleted: Bool
-    /// For a conflict copy, the item it conflicts with, until it is renamed away.
-    public var conflictOf: ItemID?
-    /// For a conflict copy whose content continues another item's line of edits (the copy
-    /// was made from, or later saved by, an edit of that item): that item. nil when the
-    /// content was written to this item itself. Decides where a save based on it goes.
-    public var contentFrom: ItemID?
-    /// `true` while the device that wrote this content is still uploading its chunks
-    /// (metadata first); nil otherwise. See ``isContentPending``.
-    public var contentPending: Bool?
-    /// Owner and group; nil for 0 and 0 (items stored before owners were). See ``ownerOrRoot``.
-    public var owner: Owner?
-    /// A device file's device number (`st_rdev`); nil for every other kind.
-    public var device: UInt64?
+    /// Which device made the current content (see ``contentTime``).
+    public var contentDevice: String?
+    private var rare: RareBox?
+    public var mtime: Timestamp
+    /// Permission bits only (`0o7777`).
+    public var mode: UInt32
     /// The last change of the item's content, attributes or name (nil: `mtime`).
     public var ctime: Timestamp?
     /// The access time as last set (`utimensat`; reads do not move it); nil: `mtime`.
     public var atime: Timestamp?
-    /// For a hard link: the item it is a name of; nil for every other kind.
-    public var linkedItem: ItemID?
-    /// When and by which device a file's current content was made (the commit's); nil for
-    /// contents folded before history was kept.
+    /// When and by which device (``contentDevice``) a file's current content was made (the
+    /// commit's); nil for contents folded before history was kept.
     public var contentTime: Timestamp?
-    public var contentDevice: String?
-    /// A file's earlier contents still kept, oldest first; nil: none.
-    public var history: [PastVersion]?
-    /// For a tombstone: its deletion (nil for tombstones folded before this was kept).
-    public var deletion: Deletion?
+    /// Owner and group; nil for 0 and 0 (items stored before owners were). See ``ownerOrRoot``.
+    public var owner: Owner?
+    public var kind: ItemKind
+    /// Tombstone: kept so that a later edit or a write into a deleted folder can revive it.
+    public var deleted: Bool
+    /// `true` while the device that wrote this content is still uploading its chunks
+    /// (metadata first); nil otherwise. See ``isContentPending``.
+    public var contentPending: Bool?
+
+    /// The fields few items set (links, conflicts, history, tombstones' deletions).
+    struct Rare: Hashable, Sendable {
+        /// Where a symlink points; nil for other kinds.
+        var target: String?
+        /// For a conflict copy, the item it conflicts with, until it is renamed away.
+        var conflictOf: ItemID?
+        /// For a conflict copy whose content continues another item's line of edits (the
+        /// copy was made from, or later saved by, an edit of that item): that item. nil when
+        /// the content was written to this item itself. Decides where a save based on it goes.
+        var contentFrom: ItemID?
+        /// A device file's device number (`st_rdev`); nil for every other kind.
+        var device: UInt64?
+        /// For a hard link: the item it is a name of; nil for every other kind.
+        var linkedItem: ItemID?
+        /// A file's earlier contents still kept, oldest first; nil: none.
+        var history: [PastVersion]?
+        /// For a tombstone: its deletion (nil for tombstones folded before this was kept).
+        var deletion: Deletion?
+
+        var isEmpty: Bool { self == Rare() }
+    }
+
+    /// Immutable: a change makes a new box, so copies of an item never share a change.
+    private final class RareBox: Sendable {
+        let fields: Rare
+        init(_ fields: Rare) { self.fields = fields }
+    }
+
+    /// The rare fields, all nil when none is set.
+    private var rareFields: Rare {
+        get { rare?.fields ?? Rare() }
+        set { rare = newValue.isEmpty ? nil : RareBox(newValue) }
+    }
+
+    public var target: String? {
+        get { rare?.fields.target }
+        set { if newValue != nil || rare != nil { rareFields.target = newValue } }
+    }
+    public var conflictOf: ItemID? {
+        get { rare?.fields.conflictOf }
+        set { if newValue != nil || rare != nil { rareFields.conflictOf = newValue } }
+    }
+    public var contentFrom: ItemID? {
+        get { rare?.fields.contentFrom }
+        set { if newValue != nil || rare != nil { rareFields.contentFrom = newValue } }
+    }
+    public var device: UInt64? {
+        get { rare?.fields.device }
+        set { if newValue != nil || rare != nil { rareFields.device = newValue } }
+    }
+    public var linkedItem: ItemID? {
+        get { rare?.fields.linkedItem }
+        set { if newValue != nil || rare != nil { rareFields.linkedItem = newValue } }
+    }
+    public var history: [PastVersion]? {
+        get { rare?.fields.history }
+        set { if newValue != nil || rare != nil { rareFields.history = newValue } }
+    }
+    public var deletion: Deletion? {
+        get { rare?.fields.deletion }
+        set { if newValue != nil || rare != nil { rareFields.deletion = newValue } }
+    }
 
     public var ownerOrRoot: Owner { owner ?? .root }
 
-    /// The content is named but not all of its chunks are in the store yet.
     /// Equal but for version numbers (what a device's own change landing renumbers).
     /// (History and the content's time are not shown by `stat`: they are left out too; a
     /// batch lands at its first change's time.)
@@ -260,9 +312,26 @@ public struct Item: Hashable, Codable, Sendable {
         return a == b
     }
 
+    /// The content is named but not all of its chunks are in the store yet.
     public var isContentPending: Bool {
         get { contentPending == true }
         set { contentPending = newValue ? true : nil }
+    }
+
+    public static func == (lhs: Item, rhs: Item) -> Bool {
+        lhs.id == rhs.id && lhs.parent == rhs.parent && lhs.name == rhs.name && lhs.chunks == rhs.chunks
+            && lhs.xattrs == rhs.xattrs && lhs.size == rhs.size && lhs.version == rhs.version
+            && lhs.contentVersion == rhs.contentVersion && lhs.contentDevice == rhs.contentDevice
+            && lhs.mtime == rhs.mtime && lhs.mode == rhs.mode && lhs.ctime == rhs.ctime && lhs.atime == rhs.atime
+            && lhs.contentTime == rhs.contentTime && lhs.owner == rhs.owner && lhs.kind == rhs.kind
+            && lhs.deleted == rhs.deleted && lhs.contentPending == rhs.contentPending
+            && (lhs.rare === rhs.rare || lhs.rareFields == rhs.rareFields)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+        hasher.combine(version)
+        hasher.combine(name)
     }
 
     public init(
@@ -283,27 +352,88 @@ public struct Item: Hashable, Codable, Sendable {
         self.mtime = mtime
         self.size = size
         self.chunks = chunks
-        self.target = target
         self.xattrs = xattrs
         self.version = version
         self.contentVersion = contentVersion
         self.deleted = deleted
-        self.conflictOf = conflictOf
-        self.contentFrom = contentFrom
         self.contentPending = isContentPending ? true : nil
         self.owner = owner
-        self.device = device
         self.ctime = ctime
         self.atime = atime
-        self.linkedItem = linkedItem
         self.contentTime = contentTime
         self.contentDevice = contentDevice
-        self.history = history
-        self.deletion = deletion
+        let rare = Rare(
+            target: target, conflictOf: conflictOf, contentFrom: contentFrom, device: device,
+            linkedItem: linkedItem, history: history, deletion: deletion)
+        self.rare = rare.isEmpty ? nil : RareBox(rare)
     }
 
     public static func rootFolder() -> Item {
         Item(id: .root, parent: .root, name: "", kind: .folder, mode: 0o755, mtime: .zero)
+    }
+}
+
+/// Format 1 snapshots hold items as JSON, one key per field (nil fields left out).
+extension Item: Codable {
+    private enum CodingKeys: String, CodingKey {
+        case id, parent, name, kind, mode, mtime, size, chunks, target, xattrs, version, contentVersion
+        case deleted, conflictOf, contentFrom, contentPending, owner, device, ctime, atime, linkedItem
+        case contentTime, contentDevice, history, deletion
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            id: try values.decode(ItemID.self, forKey: .id), parent: try values.decode(ItemID.self, forKey: .parent),
+            name: try values.decode(String.self, forKey: .name), kind: try values.decode(ItemKind.self, forKey: .kind),
+            mode: try values.decode(UInt32.self, forKey: .mode), mtime: try values.decode(Timestamp.self, forKey: .mtime),
+            size: try values.decode(UInt64.self, forKey: .size), chunks: try values.decode([ChunkRef].self, forKey: .chunks),
+            target: try values.decodeIfPresent(String.self, forKey: .target),
+            xattrs: try values.decode([String: Data].self, forKey: .xattrs),
+            version: try values.decode(UInt64.self, forKey: .version),
+            contentVersion: try values.decode(UInt64.self, forKey: .contentVersion),
+            deleted: try values.decode(Bool.self, forKey: .deleted),
+            conflictOf: try values.decodeIfPresent(ItemID.self, forKey: .conflictOf),
+            contentFrom: try values.decodeIfPresent(ItemID.self, forKey: .contentFrom),
+            isContentPending: try values.decodeIfPresent(Bool.self, forKey: .contentPending) == true,
+            owner: try values.decodeIfPresent(Owner.self, forKey: .owner),
+            device: try values.decodeIfPresent(UInt64.self, forKey: .device),
+            ctime: try values.decodeIfPresent(Timestamp.self, forKey: .ctime),
+            atime: try values.decodeIfPresent(Timestamp.self, forKey: .atime),
+            linkedItem: try values.decodeIfPresent(ItemID.self, forKey: .linkedItem),
+            contentTime: try values.decodeIfPresent(Timestamp.self, forKey: .contentTime),
+            contentDevice: try values.decodeIfPresent(String.self, forKey: .contentDevice),
+            history: try values.decodeIfPresent([PastVersion].self, forKey: .history),
+            deletion: try values.decodeIfPresent(Deletion.self, forKey: .deletion))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var values = encoder.container(keyedBy: CodingKeys.self)
+        try values.encode(id, forKey: .id)
+        try values.encode(parent, forKey: .parent)
+        try values.encode(name, forKey: .name)
+        try values.encode(kind, forKey: .kind)
+        try values.encode(mode, forKey: .mode)
+        try values.encode(mtime, forKey: .mtime)
+        try values.encode(size, forKey: .size)
+        try values.encode(chunks, forKey: .chunks)
+        try values.encodeIfPresent(target, forKey: .target)
+        try values.encode(xattrs, forKey: .xattrs)
+        try values.encode(version, forKey: .version)
+        try values.encode(contentVersion, forKey: .contentVersion)
+        try values.encode(deleted, forKey: .deleted)
+        try values.encodeIfPresent(conflictOf, forKey: .conflictOf)
+        try values.encodeIfPresent(contentFrom, forKey: .contentFrom)
+        try values.encodeIfPresent(contentPending, forKey: .contentPending)
+        try values.encodeIfPresent(owner, forKey: .owner)
+        try values.encodeIfPresent(device, forKey: .device)
+        try values.encodeIfPresent(ctime, forKey: .ctime)
+        try values.encodeIfPresent(atime, forKey: .atime)
+        try values.encodeIfPresent(linkedItem, forKey: .linkedItem)
+        try values.encodeIfPresent(contentTime, forKey: .contentTime)
+        try values.encodeIfPresent(contentDevice, forKey: .contentDevice)
+        try values.encodeIfPresent(history, forKey: .history)
+        try values.encodeIfPresent(deletion, forKey: .deletion)
     }
 }
 

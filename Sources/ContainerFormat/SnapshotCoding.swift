@@ -191,6 +191,11 @@ extension Item {
         }
         let ctime = try time(message.ctimeSeconds, message.ctimeNanoseconds, present: message.hasCtimeSeconds)
         let atime = try time(message.atimeSeconds, message.atimeNanoseconds, present: message.hasAtimeSeconds)
+        let contentTime = try time(
+            message.contentTimeSeconds, message.contentTimeNanoseconds, present: message.hasContentTimeSeconds)
+        let history = message.history.isEmpty ? nil : try message.history.map { try PastVersion($0, of: message.id) }
+        let deletion = try time(message.deletedSeconds, message.deletedNanoseconds, present: message.hasDeletedSeconds)
+            .map { Deletion(time: $0, device: SnapshotCoding.fresh(message.deletedBy)) }
         let parent = parents[message.parent] ?? ItemID(SnapshotCoding.fresh(message.parent))
         parents[message.parent] = parent
         self.init(
@@ -205,15 +210,11 @@ extension Item {
             isContentPending: message.contentPending,
             owner: message.hasUid || message.hasGid ? Tree.stored(Owner(uid: message.uid, gid: message.gid)) : nil,
             device: message.hasDevice ? message.device : nil,
-            linkedItem: message.hasLinkedItem ? ItemID(SnapshotCoding.fresh(message.linkedItem)) : nil)
-        self.ctime = ctime
-        self.atime = atime
-        contentTime = try time(message.contentTimeSeconds, message.contentTimeNanoseconds, present: message.hasContentTimeSeconds)
-        contentDevice = message.hasContentDevice ? SnapshotCoding.fresh(message.contentDevice) : nil
-        history = message.history.isEmpty ? nil : try message.history.map { try PastVersion($0, of: message.id) }
-        deletion = try time(message.deletedSeconds, message.deletedNanoseconds, present: message.hasDeletedSeconds).map {
-            Deletion(time: $0, device: SnapshotCoding.fresh(message.deletedBy))
-        }
+            ctime: ctime, atime: atime,
+            linkedItem: message.hasLinkedItem ? ItemID(SnapshotCoding.fresh(message.linkedItem)) : nil,
+            contentTime: contentTime,
+            contentDevice: message.hasContentDevice ? SnapshotCoding.fresh(message.contentDevice) : nil,
+            history: history, deletion: deletion)
     }
 }
 

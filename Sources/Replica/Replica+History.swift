@@ -50,7 +50,7 @@ extension Replica {
             if let name {
                 guard state.view.child(named: name, in: item.parent) == nil else { throw .exists }
                 enqueue([(.create(.init(
-                    id: ItemID(RandomID.make()), parent: item.parent, name: name, kind: .file, mode: item.mode,
+                    id: RandomID.makeItemID(), parent: item.parent, name: name, kind: .file, mode: item.mode,
                     mtime: now, content: content, xattrs: item.xattrs, owner: item.owner)), nil)], &state)
                 return false
             }

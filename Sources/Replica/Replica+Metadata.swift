@@ -334,7 +334,7 @@ extension Replica {
             guard let folder = state.view.liveItem(parent) else { throw .notFound }
             guard folder.kind == .folder else { throw .notAFolder }
             guard state.view.child(named: name, in: parent) == nil else { throw .exists }
-            let id = ItemID(RandomID.make())
+            let id = RandomID.makeItemID()
             var owner = owner
             var mode = mode & 0o7777
             if folder.mode & UInt32(S_ISGID) != 0 {

@@ -66,13 +66,13 @@ func creatingCommits(
     var made = 0
     var fileIndex = 0
     if bigFolder > 0 {
-        folder = ItemID(UUID().uuidString)
+        folder = RandomID.makeItemID()
         ops.append(.create(.init(
             id: folder, parent: .root, name: "big", kind: .folder, mode: 0o755, mtime: mtime)))
         made += 1
         while made < min(count, bigFolder + 1) {
             ops.append(.create(.init(
-                id: ItemID(UUID().uuidString), parent: folder, name: "big-\(made - 1).txt", kind: .file,
+                id: RandomID.makeItemID(), parent: folder, name: "big-\(made - 1).txt", kind: .file,
                 mode: 0o644, mtime: mtime, content: content(fileIndex))))
             fileIndex += 1
             made += 1
@@ -81,13 +81,13 @@ func creatingCommits(
     let offset = made  // the regular folders start here
     while made < count {
         if (made - offset) % (perFolder + 1) == 0 {
-            folder = ItemID(UUID().uuidString)
+            folder = RandomID.makeItemID()
             ops.append(.create(.init(
                 id: folder, parent: .root, name: "dir-\((made - offset) / (perFolder + 1))", kind: .folder,
                 mode: 0o755, mtime: mtime)))
         } else {
             ops.append(.create(.init(
-                id: ItemID(UUID().uuidString), parent: folder, name: "file-\(fileIndex).txt", kind: .file,
+                id: RandomID.makeItemID(), parent: folder, name: "file-\(fileIndex).txt", kind: .file,
                 mode: 0o644, mtime: mtime, content: content(fileIndex))))
             fileIndex += 1
         }
