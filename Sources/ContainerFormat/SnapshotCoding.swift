@@ -49,10 +49,9 @@ public enum SnapshotCoding {
     static func decodeItems(_ encoded: [Data]) throws -> [Item] {
         let parts = encoded.count < 20_000 ? 1 : min(ProcessInfo.processInfo.activeProcessorCount, 8)
         let partSize = (encoded.count + parts - 1) / parts
-        let decoded = DecodedParts(count: parts)
-        DispatchQueue.concurrentPerform(iterations: parts) { part in
+        let decoded = concurrentMap(parts) { part in
             let range = min(part * partSize, encoded.count)..<min((part + 1) * partSize, encoded.count)
-            decoded.set(part, Result {
+            return Result { () throws -> [Item] in
                 // One id per folder for the parent of its items (most share one).
                 var parents: [String: ItemID] = [:]
                 var items: [Item] = []
@@ -61,11 +60,11 @@ public enum SnapshotCoding {
                     items.append(try Item(ItemMessage(serializedBytes: bytes), parents: &parents))
                 }
                 return items
-            })
+            }
         }
         var items: [Item] = []
         items.reserveCapacity(encoded.count)
-        for part in decoded.take() { items += try part.get() }
+        for part in decoded { items += try part.get() }
         return items
     }
 
@@ -78,21 +77,6 @@ public enum SnapshotCoding {
 }
 
 /// What each part of `decodeItems` decoded (an NSLock: ThreadSanitizer sees it).
-private final class DecodedParts: @unchecked Sendable {
-    private let lock = NSLock()
-    private var parts: [Result<[Item], any Error>]
-
-    init(count: Int) { parts = Array(repeating: .success([]), count: count) }
-
-    func set(_ part: Int, _ result: Result<[Item], any Error>) {
-        lock.withLock { parts[part] = result }
-    }
-
-    func take() -> [Result<[Item], any Error>] {
-        lock.withLock { parts }
-    }
-}
-
 /// Why a snapshot's item could not be read.
 struct SnapshotItemError: Error, CustomStringConvertible {
     var description: String

@@ -492,6 +492,29 @@ struct MetadataFirstFoldTests {
         #expect(!file("h", "h.bin", "x").announcesPendingContent)
     }
 
+    @Test("a tree rebuilt from its items (a snapshot, the cache's database) has the same names, links, copies and pending items")
+    func rebuiltIndexes() {
+        var journal = Journal()
+        journal.commit("a", [folder("d", "d"), folder("e", "e", in: ItemID("d")), file("f", "f.txt", in: ItemID("d"), "v1"),
+                             file("g", "g.txt", "g"), link("l", "l.txt", to: "f"), file("p", "p.bin", "p").markingContentPending()])
+        journal.commit("a", [edit("f", base: 1, "v2")])
+        journal.commit("b", [edit("f", base: 1, "other")])  // a conflict copy of f
+        journal.commit("a", [.delete(.init(id: ItemID("g"), base: 1)), .delete(.init(id: ItemID("e"), base: 1))])
+        let tree = journal.tree
+        #expect(tree.hasUnresolvedConflicts(ItemID("f")))
+        let rebuilt = Tree(items: tree.allItems, head: tree.head)
+        #expect(rebuilt == tree)
+        for id in tree.allIDs {
+            #expect(rebuilt.children(of: id) == tree.children(of: id))
+            #expect(rebuilt.linkCount(of: id) == tree.linkCount(of: id))
+            #expect(rebuilt.conflictCopies(of: id) == tree.conflictCopies(of: id))
+            #expect(rebuilt.isLive(id) == tree.isLive(id))
+        }
+        #expect(Set(rebuilt.itemsWithPendingContent) == [ItemID("p")])
+        #expect(rebuilt.child(named: "g.txt", in: .root) == nil)  // tombstones have no name
+        #expect(rebuilt.linkCount(of: ItemID("f")) == 2)
+    }
+
     @Test("an uploaded entry clears only items still holding that entry's content, also after a snapshot")
     func uploadedFindsItsItems() {
         var journal = Journal()
