@@ -271,33 +271,38 @@ public struct Item: Hashable, Sendable {
         set { rare = newValue.isEmpty ? nil : RareBox(newValue) }
     }
 
+    /// Sets a rare field; setting nil where none is set makes no box.
+    private mutating func setRare<Value>(_ field: WritableKeyPath<Rare, Value?>, _ value: Value?) {
+        if value != nil || rare != nil { rareFields[keyPath: field] = value }
+    }
+
     public var target: String? {
         get { rare?.fields.target }
-        set { if newValue != nil || rare != nil { rareFields.target = newValue } }
+        set { setRare(\.target, newValue) }
     }
     public var conflictOf: ItemID? {
         get { rare?.fields.conflictOf }
-        set { if newValue != nil || rare != nil { rareFields.conflictOf = newValue } }
+        set { setRare(\.conflictOf, newValue) }
     }
     public var contentFrom: ItemID? {
         get { rare?.fields.contentFrom }
-        set { if newValue != nil || rare != nil { rareFields.contentFrom = newValue } }
+        set { setRare(\.contentFrom, newValue) }
     }
     public var device: UInt64? {
         get { rare?.fields.device }
-        set { if newValue != nil || rare != nil { rareFields.device = newValue } }
+        set { setRare(\.device, newValue) }
     }
     public var linkedItem: ItemID? {
         get { rare?.fields.linkedItem }
-        set { if newValue != nil || rare != nil { rareFields.linkedItem = newValue } }
+        set { setRare(\.linkedItem, newValue) }
     }
     public var history: [PastVersion]? {
         get { rare?.fields.history }
-        set { if newValue != nil || rare != nil { rareFields.history = newValue } }
+        set { setRare(\.history, newValue) }
     }
     public var deletion: Deletion? {
         get { rare?.fields.deletion }
-        set { if newValue != nil || rare != nil { rareFields.deletion = newValue } }
+        set { setRare(\.deletion, newValue) }
     }
 
     public var ownerOrRoot: Owner { owner ?? .root }

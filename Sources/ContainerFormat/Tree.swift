@@ -38,43 +38,36 @@ public struct Tree: Sendable {
     /// The tree a snapshot or the cache's database records. The item table and the indexes
     /// by name are built at once, on two cores (a million items take about a second each).
     public init(items list: [Item], head: UInt64, policy: RetentionPolicy? = nil) {
-        self.init()
+        let (byID, byName) = concurrently({ Tree.table(of: list) }, { Tree.liveIndexes(of: list) })
+        self = byID
         self.head = head
         self.policy = policy
-        let ((table, pending), names) = concurrently({ Tree.table(of: list) }, { Tree.liveIndexes(of: list) })
-        items = table
-        pendingContent = pending
-        childIndex = names.childIndex
-        copies = names.copies
-        links = names.links
-        subfolders = names.subfolders
+        childIndex = byName.childIndex
+        copies = byName.copies
+        links = byName.links
+        subfolders = byName.subfolders
     }
 
-    /// The root folder and `list`, with items pending content indexed (see `insertIntoIndexes`).
-    private static func table(of list: [Item]) -> (ItemTable, [UInt64: Set<ItemID>]) {
-        var table = ItemTable(capacity: list.count + 1)
-        var pending: [UInt64: Set<ItemID>] = [:]
-        table[.root] = .rootFolder()
+    /// A tree of the root and `list` without the indexes of live items (`liveIndexes`).
+    private static func table(of list: [Item]) -> Tree {
+        var tree = Tree()
+        tree.items = ItemTable(capacity: list.count + 1)
+        tree.items[.root] = .rootFolder()
         // One parent id per folder: the items of a folder were decoded (a snapshot, the
         // cache's database) each with its own copy, a string each for as long as the tree.
         var parents: [ItemID: ItemID] = [:]
         for var item in list {
             if let shared = parents[item.parent] { item.parent = shared } else { parents[item.parent] = item.parent }
-            if item.isContentPending { pending[item.contentVersion, default: []].insert(item.id) }
-            table[item.id] = item
+            tree.items[item.id] = item
+            tree.indexPending(item)
         }
-        return (table, pending)
+        return tree
     }
 
-    /// The indexes of live items in `list` (see `insertIntoIndexes`), in an empty tree.
+    /// A tree holding only the indexes of the live items of `list`.
     private static func liveIndexes(of list: [Item]) -> Tree {
         var tree = Tree()
-        for item in list where !item.deleted && item.id != .root {
-            tree.childIndex[item.parent, default: [:]][NameKey(item.name)] = item.id
-            if let original = item.conflictOf { tree.copies[original, default: []].insert(item.id) }
-            if let linked = item.linkedItem { tree.links[linked, default: []].insert(item.id) }
-            if item.kind == .folder { tree.subfolders[item.parent, default: 0] += 1 }
-        }
+        for item in list { tree.indexLive(item) }
         return tree
     }
 
@@ -214,9 +207,17 @@ public struct Tree: Sendable {
 
     private mutating func insertIntoIndexes(_ item: Item) {
         items[item.id] = item
+        indexPending(item)
+        indexLive(item)
+    }
+
+    private mutating func indexPending(_ item: Item) {
         if item.isContentPending {
             pendingContent[item.contentVersion, default: []].insert(item.id)
         }
+    }
+
+    private mutating func indexLive(_ item: Item) {
         guard !item.deleted, item.id != .root else { return }
         childIndex[item.parent, default: [:]][NameKey(item.name)] = item.id
         if let original = item.conflictOf {
