@@ -76,7 +76,6 @@ public enum SnapshotCoding {
     }
 }
 
-/// What each part of `decodeItems` decoded (an NSLock: ThreadSanitizer sees it).
 /// Why a snapshot's item could not be read.
 struct SnapshotItemError: Error, CustomStringConvertible {
     var description: String
