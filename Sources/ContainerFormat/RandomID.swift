@@ -35,5 +35,7 @@ public enum RandomID {
     }
 
     static let itemIDLength = 15
-    private static let alphabet = Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8)
+    /// The symbols of the ids `makeItemID` makes.
+    public static let itemIDAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    private static let alphabet = Array(itemIDAlphabet.utf8)
 }

@@ -12,14 +12,41 @@ import Glibc
 /// (staged) until uploaded because their content file was about to change.
 struct LocalFiles: Sendable {
     let root: String
+    /// How many leading letters of an id name the folder of its content file.
+    let contentFolderLetters: Int
     private let namesSynced = SyncedNames()
 
     init(root: String) throws {
         self.root = root
-        for folder in ["content", "staged", "tmp"] {
+        contentFolderLetters = try LocalFiles.prepareContentFolders(in: root)
+        for folder in ["staged", "tmp"] {
             try FileManager.default.createDirectory(atPath: "\(root)/\(folder)", withIntermediateDirectories: true)
         }
     }
+
+    /// A new cache spreads content files over one folder per first letter of their ids, all
+    /// made here: creating a file never waits for a new folder (a folder made per new file was
+    /// a quarter of the daemon's time in a burst of small creates). Caches made before keep
+    /// their two-letter folders, made on first use. Returns the cache's letter count.
+    private static func prepareContentFolders(in root: String) throws -> Int {
+        let content = "\(root)/content"
+        let marker = "\(content)/\(oneLetterMarker)"
+        if access(marker, F_OK) == 0 { return 1 }
+        if access(content, F_OK) == 0 { return 2 }
+        // Made aside and renamed into place: a cache never holds a half-made content folder.
+        let staging = "\(root)/content.new"
+        try? FileManager.default.removeItem(atPath: staging)
+        try FileManager.default.createDirectory(atPath: staging, withIntermediateDirectories: true)
+        for letter in RandomID.itemIDAlphabet {
+            // EEXIST: a folder whose names ignore case already has the other case's folder.
+            guard mkdir("\(staging)/\(letter)", 0o700) == 0 || errno == EEXIST else { throw Errno(rawValue: errno) }
+        }
+        let markerFile = open("\(staging)/\(oneLetterMarker)", O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        guard markerFile >= 0, close(markerFile) == 0, rename(staging, content) == 0 else { throw Errno(rawValue: errno) }
+        return 1
+    }
+
+    private static let oneLetterMarker = ".one-letter-folders"
 
     var databasePath: String { "\(root)/state.sqlite" }
 
@@ -47,7 +74,7 @@ struct LocalFiles: Sendable {
     }
 
     func contentPath(_ id: ItemID) -> String {
-        "\(root)/content/\(id.rawValue.prefix(2))/\(id.rawValue)"
+        "\(root)/content/\(id.rawValue.prefix(contentFolderLetters))/\(id.rawValue)"
     }
 
     func stagedPath(_ hash: ChunkHash) -> String {
