@@ -51,6 +51,8 @@ struct ReplicaState: Sendable {
     var downloadQueue: [ItemID] = []
     var downloadWorkers = 0
     var downloadErrors: [ItemID: String] = [:]
+    /// Chunks landed in each file's local copy since its download progress was last recorded.
+    var chunksSinceProgressRecord: [ItemID: Int] = [:]
     var uploadError: String?
     /// This device's journal entries published metadata first, with the chunks still owed
     /// to the store (persisted as meta `owed`; paid, then announced with `uploaded`).
