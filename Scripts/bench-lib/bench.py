@@ -679,6 +679,33 @@ class Bench:
         log(f"  {target.name} {key} {value:.0f} {unit}, then "
             + (f"{synced:.2f} s" if synced is not None else "failed") + " until in the store")
 
+    def w5_sync_calls(self, target, path):
+        """One more (untimed) W5 with the target's daemon under strace: how many fsync,
+        fdatasync, syncfs and sync_file_range calls `dd conv=fsync` leads to. None means the
+        bytes were not on disk when dd returned, whatever its speed."""
+        if target.pid is None or shutil.which("strace") is None:
+            return
+        trace = self.out / f"strace-{self.key('W5', target)}-{target.name}.txt"
+        tracer = subprocess.Popen(
+            ["strace", "-f", "-qq", "-e", "trace=fsync,fdatasync,syncfs,sync_file_range", "-o", str(trace),
+             "-p", str(target.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)  # strace needs a moment to attach to every thread
+        try:
+            run(["dd", f"if={self.w5_source}", f"of={path}", "bs=1M", "conv=fsync", "status=none"])
+        finally:
+            tracer.send_signal(signal.SIGINT)
+            tracer.wait(timeout=30)
+        names = ("fsync(", "fdatasync(", "syncfs(", "sync_file_range(")
+        calls = sum(1 for line in trace.read_text(errors="replace").splitlines() if any(n in line for n in names))
+        key = self.key("W5", target)
+        self.extra(key, f"{target.name}_sync_calls", calls)
+        log(f"  {target.name} {key}: {calls} sync calls (strace) during one more dd conv=fsync")
+        if calls == 0:
+            self.notes.append(
+                f"{key}: {target.name} made no fsync, fdatasync, syncfs or sync_file_range call while `dd conv=fsync` "
+                "ran (strace): its figure is the page cache's speed, not the disk's")
+        target.settle()  # before W6 counts what goes to the store
+
     def add(self, key, target, value):
         self.samples.setdefault(key, {}).setdefault(target, []).append(value)
 
@@ -780,6 +807,9 @@ class Bench:
                         target, "W5", rep, "MB/s",
                         lambda: timed(["dd", f"if={self.w5_source}", f"of={path}", "bs=1M", "conv=fsync", "status=none"]),
                         lambda seconds: self.w5_source.stat().st_size / 1e6 / seconds)
+
+            if wants("W5") and target.name != "native":
+                self.w5_sync_calls(target, root / "w5-syncs")
 
             if wants("W6"):
                 path = root / "w5-0"
