@@ -681,8 +681,8 @@ class Bench:
 
     def w5_sync_calls(self, target, path):
         """One more (untimed) W5 with the target's daemon under strace: how many fsync,
-        fdatasync, syncfs and sync_file_range calls `dd conv=fsync` leads to. None means the
-        bytes were not on disk when dd returned, whatever its speed."""
+        fdatasync, syncfs and sync_file_range calls `dd conv=fsync` leads to. None at all means
+        the bytes were not on disk when dd returned, whatever its speed."""
         if target.pid is None or shutil.which("strace") is None:
             return
         trace = self.out / f"strace-{self.key('W5', target)}-{target.name}.txt"

@@ -480,13 +480,13 @@ extension Replica {
                 for piece in pieces {
                     if started >= Replica.fetchesInFlight {
                         try await group.next()
-                        try recordDownloadProgress(id, version: version, landed: 1)
+                        try recordLandedChunk(id, version: version)
                     }
                     group.addTask { try await self.fetch(id, piece, version: version) }
                     started += 1
                 }
                 while try await group.next() != nil {
-                    try recordDownloadProgress(id, version: version, landed: 1)
+                    try recordLandedChunk(id, version: version)
                 }
             }
             state.withLock { _ = $0.downloadErrors.removeValue(forKey: id) }
@@ -501,20 +501,20 @@ extension Replica {
     /// Downloaded chunks between two records of a download's progress in the database.
     static let chunksPerProgressRecord = 64
 
-    /// Counts `landed` chunks of `id` and records which bytes of it are present once
+    /// Counts a chunk of `id` landed and records which bytes of it are present once
     /// `chunksPerProgressRecord` have landed since the last record, or the copy is whole; if
     /// it still holds `version` (a local write or a newer version records itself). Not per
     /// chunk, nor per read that fetched one: the record names every chunk of the file, so a
     /// record per 1 MiB read of a cold file cost a sixth of the daemon's time (W1 on S3). A
     /// crash before a record only means those chunks are downloaded again.
-    private func recordDownloadProgress(_ id: ItemID, version: [ChunkRef], landed: Int) throws(ReplicaError) {
+    private func recordLandedChunk(_ id: ItemID, version: [ChunkRef]) throws(ReplicaError) {
         try fileLocks.withLock(id) { () throws(ReplicaError) in
             let record = state.withLock { state -> ContentRecord? in
                 guard let record = state.content[id], record.chunks == version, !record.dirty else {
                     state.chunksSinceProgressRecord[id] = nil
                     return nil
                 }
-                let unrecorded = state.chunksSinceProgressRecord[id, default: 0] + landed
+                let unrecorded = state.chunksSinceProgressRecord[id, default: 0] + 1
                 guard unrecorded >= Replica.chunksPerProgressRecord || record.isComplete else {
                     state.chunksSinceProgressRecord[id] = unrecorded
                     return nil
