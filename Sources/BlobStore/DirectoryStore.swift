@@ -189,8 +189,7 @@ public struct DirectoryStore: BlobStore {
                     fd = try open()
                 } catch Errno.noSuchFileOrDirectory {
                     // The key's folder is made on first use only (no stat per write).
-                    try self.requireRoot()
-                    try DirectoryStore.makeDirectories(folder)
+                    try self.makeFolders(folder)
                     fd = try open()
                 }
                 do {
@@ -274,6 +273,20 @@ public struct DirectoryStore: BlobStore {
             return .quotaExceeded("\(root): \(error)")
         default:
             return .failed("\(root)/\(key): \(error)")
+        }
+    }
+
+    /// Makes `folder` and the folders between it and the root, never the root itself: a store
+    /// folder moved away (a disk unmounted) between a check and the making must not come back
+    /// as a new empty store, into which moving the old one back would nest it.
+    private func makeFolders(_ folder: FilePath) throws {
+        var current = root
+        for component in folder.components.dropFirst(root.components.count) {
+            current.append(component)
+            guard mkdir(current.string, 0o755) == 0 || errno == EEXIST else {
+                if errno == ENOENT { throw StoreError.unavailable("directory store \(root) is missing or not a folder") }
+                throw StoreError.failed("cannot create folder \(current): \(Errno(rawValue: errno))")
+            }
         }
     }
 

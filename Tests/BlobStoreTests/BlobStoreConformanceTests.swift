@@ -153,5 +153,14 @@ struct DirectoryStoreTests {
         } catch let error as StoreError {
             #expect(error.code == "serverUnavailable")
         }
+        // A key in folders of its own: they are made below the store's folder, never the store's
+        // folder itself (moving the old one back would then nest it inside a new, empty store).
+        do {
+            try await store.putAllIfAbsent([(try BlobKey("c/chunks/ab/abc"), Data("x".utf8))])
+            Issue.record("a write to a missing store succeeded")
+        } catch let error as StoreError {
+            #expect(error.code == "serverUnavailable")
+        }
+        #expect(!FileManager.default.fileExists(atPath: folder.sub("store")))
     }
 }
