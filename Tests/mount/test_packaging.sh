@@ -33,7 +33,9 @@ test_version_names_the_package_version_and_commit() {
 
 # The Debian package, as a user gets it: built, installed with apt, used through mount -t,
 # an fstab line, man and the completions, with the Swift toolchain out of the loader's
-# sight, then removed without a trace.
+# sight, then removed without a trace. Its build is a release build from scratch (static
+# Swift runtime): 10 to 25 minutes on 2 cores, so it gets 40.
+time_limit[test_debian_package_installs_mounts_and_removes_cleanly]=2400
 test_debian_package_installs_mounts_and_removes_cleanly() {
     [ "$(id -u)" = 0 ] || skip "installs a package: needs root"
     dpkg-query -W -f='${Status}' icloudfs 2>/dev/null | grep -q "install ok installed" && skip "icloudfs is installed on this machine already"
