@@ -92,17 +92,47 @@ extension Replica {
 
     /// Bytes of downloaded content kept locally, and how many of them may not be evicted.
     public func cacheUsage() -> (total: UInt64, unevictable: UInt64) {
-        state.withLock { state in
-            var total: UInt64 = 0
-            var unevictable: UInt64 = 0
-            let pending = state.itemsWithPendingChanges
-            for (id, record) in state.content {
-                let bytes = record.present.coveredBytes(below: record.size)
-                total += bytes
-                if whyBusy(id, state, pending) != nil || isPinned(id, state) { unevictable += bytes }
-            }
-            return (total, unevictable)
+        localCopies().reduce(into: (total: UInt64(0), unevictable: UInt64(0))) { usage, copy in
+            usage.total += copy.bytes
+            if !copy.evictable { usage.unevictable += copy.bytes }
         }
+    }
+
+    /// A file's local copy, as the cache bound counts it.
+    struct LocalCopy {
+        var id: ItemID
+        /// The space it takes: its present bytes, less the holes of a large copy.
+        var bytes: UInt64
+        var lastAccess: Int64
+        /// Clean, closed and unpinned.
+        var evictable: Bool
+    }
+
+    /// Present bytes from which a copy's file is measured: below, holes do not matter, and
+    /// a stat per small file every second would.
+    static let measuredCopyBytes: UInt64 = 1 << 20
+
+    /// The local copies holding bytes. A sparse file's holes take no space, so a copy of
+    /// `measuredCopyBytes` or more counts the blocks its file takes, if fewer than its
+    /// present bytes: a 20 GB disk image with 1 MB written must not evict everything else.
+    /// The files are measured after the state's lock is released.
+    func localCopies() -> [LocalCopy] {
+        var copies = state.withLock { state -> [LocalCopy] in
+            let pending = state.itemsWithPendingChanges
+            return state.content.compactMap { id, record in
+                let bytes = record.present.coveredBytes(below: record.size)
+                guard bytes > 0 else { return nil }
+                let evictable = whyBusy(id, state, pending) == nil && !isPinned(id, state)
+                    && state.view.item(id)?.kind == .file
+                return LocalCopy(id: id, bytes: bytes, lastAccess: record.lastAccess, evictable: evictable)
+            }
+        }
+        for index in copies.indices where copies[index].bytes >= Self.measuredCopyBytes {
+            var status = stat()
+            guard stat(files.contentPath(copies[index].id), &status) == 0 else { continue }
+            copies[index].bytes = min(copies[index].bytes, UInt64(max(status.st_blocks, 0)) * 512)
+        }
+        return copies
     }
 
     /// Drops the local copies of deleted files (here or on another device) that nothing
@@ -149,27 +179,17 @@ extension Replica {
     /// content fits in `cacheSize`. Files that cannot be evicted may exceed the bound.
     func enforceCacheBound() {
         let bound = configuration.cacheSize
-        let victims = state.withLock { state -> [ItemID] in
-            // The sum first; the costlier choice only when over.
-            var total = state.content.values.reduce(UInt64(0)) { $0 + $1.present.coveredBytes(below: $1.size) }
-            guard total > bound else { return [] }
-            total = 0
-            var candidates: [(id: ItemID, bytes: UInt64, lastAccess: Int64)] = []
-            let pending = state.itemsWithPendingChanges
-            for (id, record) in state.content {
-                let bytes = record.present.coveredBytes(below: record.size)
-                total += bytes
-                if bytes > 0, whyBusy(id, state, pending) == nil, !isPinned(id, state), state.view.item(id)?.kind == .file {
-                    candidates.append((id, bytes, record.lastAccess))
-                }
-            }
-            guard total > bound else { return [] }
-            var chosen: [ItemID] = []
-            for candidate in candidates.sorted(by: { $0.lastAccess < $1.lastAccess }) where total > bound {
-                chosen.append(candidate.id)
-                total -= candidate.bytes
-            }
-            return chosen
+        // The present bytes first (no file measured): they are never fewer than the space taken.
+        let present = state.withLock { state in
+            state.content.values.reduce(UInt64(0)) { $0 + $1.present.coveredBytes(below: $1.size) }
+        }
+        guard present > bound else { return }
+        let copies = localCopies()
+        var total = copies.reduce(UInt64(0)) { $0 + $1.bytes }
+        var victims: [ItemID] = []
+        for copy in copies.filter(\.evictable).sorted(by: { $0.lastAccess < $1.lastAccess }) where total > bound {
+            victims.append(copy.id)
+            total -= copy.bytes
         }
         for id in victims {
             do {

@@ -82,6 +82,27 @@ test_pin_and_cache_bound() {
     eventually 'test "$(xattr isDownloaded "$T/b/keep/new")" = 1'
 }
 
+# A sparse file takes only its written blocks in the cache: a 256 MiB file with 1 MiB written
+# does not push a 64 MB bound over and evict everything (it counted 256 MiB before).
+test_sparse_files_count_their_written_blocks_against_the_cache_bound() {
+    mount_device a cache_size=64M
+    head -c 30000000 /dev/urandom > "$T/a/real"
+    truncate -s 256M "$T/a/sparse"
+    head -c 1048576 /dev/urandom | dd of="$T/a/sparse" bs=1M seek=128 conv=notrunc status=none
+    sync_wait a
+    mount_device b cache_size=64M
+    assert_eq "$(sha256sum < "$T/b/real")" "$(sha256sum < "$T/a/real")"
+    assert_eq "$(sha256sum < "$T/b/sparse")" "$(sha256sum < "$T/a/sparse")"
+    sleep 2.5  # the bound is enforced every second
+    for device in a b; do
+        assert_eq "$(xattr isDownloaded "$T/$device/real")" 1 "real stays on $device"
+        assert_eq "$(xattr isDownloaded "$T/$device/sparse")" 1 "sparse stays on $device"
+    done
+    local used
+    used=$(getfattr --only-values -n user.icloud.cacheUsage "$T/b" | cut -d' ' -f1)
+    [ "$used" -lt 40000000 ] || { echo "    cache usage $used counts the holes"; return 1; }
+}
+
 test_greedy_downloads_everything() {
     mount_device a
     mkdir "$T/a/sub"
