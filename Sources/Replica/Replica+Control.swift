@@ -108,6 +108,10 @@ extension Replica {
         var evictable: Bool
     }
 
+    /// How long a measurement of the local copies that fitted the cache bound stands while
+    /// their present bytes do not change.
+    static let cacheRemeasureInterval = Duration.seconds(30)
+
     /// Present bytes from which a copy's file is measured: below, holes do not matter, and
     /// a stat per small file every second would.
     static let measuredCopyBytes: UInt64 = 1 << 20
@@ -179,13 +183,25 @@ extension Replica {
     /// content fits in `cacheSize`. Files that cannot be evicted may exceed the bound.
     func enforceCacheBound() {
         let bound = configuration.cacheSize
-        // The present bytes first (no file measured): they are never fewer than the space taken.
-        let present = state.withLock { state in
-            state.content.values.reduce(UInt64(0)) { $0 + $1.present.coveredBytes(below: $1.size) }
+        let now = ContinuousClock.now
+        // The present bytes first (no file measured): they are never fewer than the space
+        // taken. Over the bound but the same as when the files last fitted (a large sparse
+        // file keeps them over for good), the files are measured again only now and then:
+        // writes into holes take space without changing them.
+        let present = state.withLock { state -> UInt64? in
+            let present = state.content.values.reduce(UInt64(0)) { $0 + $1.present.coveredBytes(below: $1.size) }
+            if let fitted = state.cacheLastFitted, fitted.present == present, now - fitted.at < Self.cacheRemeasureInterval {
+                return nil
+            }
+            return present
         }
-        guard present > bound else { return }
+        guard let present, present > bound else { return }
         let copies = localCopies()
         var total = copies.reduce(UInt64(0)) { $0 + $1.bytes }
+        guard total > bound else {
+            state.withLock { $0.cacheLastFitted = (present, now) }
+            return
+        }
         var victims: [ItemID] = []
         for copy in copies.filter(\.evictable).sorted(by: { $0.lastAccess < $1.lastAccess }) where total > bound {
             victims.append(copy.id)

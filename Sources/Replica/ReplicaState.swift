@@ -53,6 +53,9 @@ struct ReplicaState: Sendable {
     var downloadErrors: [ItemID: String] = [:]
     /// Chunks landed in each file's local copy since its download progress was last recorded.
     var chunksSinceProgressRecord: [ItemID: Int] = [:]
+    /// The present bytes of all local copies when their files were last measured and found
+    /// to fit the cache bound, and when (see `enforceCacheBound`).
+    var cacheLastFitted: (present: UInt64, at: ContinuousClock.Instant)?
     var uploadError: String?
     /// This device's journal entries published metadata first, with the chunks still owed
     /// to the store (persisted as meta `owed`; paid, then announced with `uploaded`).
