@@ -73,6 +73,14 @@ struct LocalFiles: Sendable {
         return unlink(reservePath) == 0
     }
 
+    /// The space the content file of `id` takes on the cache disk (its blocks: holes take
+    /// none), or nil if it cannot be measured.
+    func spaceTaken(byContentOf id: ItemID) -> UInt64? {
+        var info = stat()
+        guard stat(contentPath(id), &info) == 0 else { return nil }
+        return UInt64(max(info.st_blocks, 0)) * 512
+    }
+
     func contentPath(_ id: ItemID) -> String {
         "\(root)/content/\(id.rawValue.prefix(contentFolderLetters))/\(id.rawValue)"
     }

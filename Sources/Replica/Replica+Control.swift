@@ -119,7 +119,8 @@ extension Replica {
     /// The local copies holding bytes. A sparse file's holes take no space, so a copy of
     /// `measuredCopyBytes` or more counts the blocks its file takes, if fewer than its
     /// present bytes: a 20 GB disk image with 1 MB written must not evict everything else.
-    /// The files are measured after the state's lock is released.
+    /// The files are measured after the state's lock is released. (Not from the chunk list,
+    /// as `st_blocks` is: a copy being written has holes no chunk list knows yet.)
     func localCopies() -> [LocalCopy] {
         var copies = state.withLock { state -> [LocalCopy] in
             let pending = state.itemsWithPendingChanges
@@ -132,9 +133,8 @@ extension Replica {
             }
         }
         for index in copies.indices where copies[index].bytes >= Self.measuredCopyBytes {
-            var status = stat()
-            guard stat(files.contentPath(copies[index].id), &status) == 0 else { continue }
-            copies[index].bytes = min(copies[index].bytes, UInt64(max(status.st_blocks, 0)) * 512)
+            guard let taken = files.spaceTaken(byContentOf: copies[index].id) else { continue }
+            copies[index].bytes = min(copies[index].bytes, taken)
         }
         return copies
     }
