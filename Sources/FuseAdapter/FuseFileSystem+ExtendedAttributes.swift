@@ -104,10 +104,14 @@ extension FuseFileSystem {
             // getxattr on symlinks and special files with ENODATA itself): listing ours there
             // would make `rsync -X` fail on them.
             let kind = try replica.attributes(of: item).kind
+            // The sync state is listed to programs that show attributes, never to those that
+            // copy them: `cp -a`, `rsync -X` and `tar --xattrs` wrote it onto copies.
+            let listsSyncState = (kind == .file || kind == .folder) && SyncStateReader.isRunning(request.callerPID)
+            let stored = try storedNames(of: item, request)
             let names =
                 kind == .file || kind == .folder
-                ? try replica.syncState(of: item).attributes.map(\.name) + storedNames(of: item, request)
-                : try storedNames(of: item, request).filter { !$0.hasPrefix("user.") }
+                ? (listsSyncState ? try replica.syncState(of: item).attributes.map(\.name) : []) + stored
+                : stored.filter { !$0.hasPrefix("user.") }
             var list = Data()
             for name in names {
                 list.append(contentsOf: name.utf8)

@@ -152,6 +152,11 @@ extension FuseFileSystem {
         _ request: Request, _ parent: fuse_ino_t, _ name: String, _ newParent: fuse_ino_t, _ newName: String,
         _ flags: UInt32
     ) {
+        // RENAME_WHITEOUT (overlayfs) would leave a whiteout device in the source's place; it
+        // is refused, so callers know, rather than ignored.
+        guard flags & ~(FuseFileSystem.renameNoReplace | FuseFileSystem.renameExchange) == 0 else {
+            return request.error(EINVAL)
+        }
         if flags & FuseFileSystem.renameExchange != 0 {
             return answer(request) {
                 try replica.exchange(name, in: try id(parent), with: newName, in: try id(newParent))
@@ -196,7 +201,7 @@ extension FuseFileSystem {
             return answerLater(request) { [self] in
                 let id = try id(inode)
                 _ = try await replica.truncate(id, to: 0)
-                reply(request, opening: try await replica.open(id, write: false, truncate: false), info)
+                reply(request, opening: try await replica.open(id, write: false, truncate: false), info, inode: inode)
             }
         }
         guard replica.needsDownloadToOpen(write: writable, truncate: truncate) else {
@@ -204,18 +209,19 @@ extension FuseFileSystem {
                 let id = try id(inode)
                 let file = try replica.openWithoutDownload(id, write: writable, truncate: truncate)
                 if replica.pulledRecently(id) { kernel.invalidateInodeAndWait(inode) }
-                reply(request, opening: file, info)
+                reply(request, opening: file, info, inode: inode)
             }
         }
         answerLater(request) { [self] in
             let id = try id(inode)
             let file = try await replica.open(id, write: writable, truncate: truncate)
             if replica.pulledRecently(id) { await kernel.invalidateInode(inode) }
-            reply(request, opening: file, info)
+            reply(request, opening: file, info, inode: inode)
         }
     }
 
-    private func reply(_ request: Request, opening file: OpenFile, _ info: fuse_file_info) {
+    private func reply(_ request: Request, opening file: OpenFile, _ info: fuse_file_info, inode: fuse_ino_t) {
+        if info.flags & O_ACCMODE != O_WRONLY { noteRead(file.id, inode: inode, isFolder: false) }
         var info = info
         info.fh = files.insert(file)
         // The kernel's cached pages stay valid between opens: remote changes invalidate
@@ -280,7 +286,9 @@ extension FuseFileSystem {
     /// `lseek` with `SEEK_DATA` or `SEEK_HOLE` (the kernel answers the other kinds itself).
     func lseek(_ request: Request, _ handle: UInt64, _ offset: Int, _ whence: Int32) {
         guard let file = files.get(handle) else { return request.error(EBADF) }
-        guard whence == SeekKind.data || whence == SeekKind.hole, offset >= 0 else { return request.error(EINVAL) }
+        guard whence == SeekKind.data || whence == SeekKind.hole else { return request.error(EINVAL) }
+        // As ext4 and lseek(2): no data or hole lies before the start.
+        guard offset >= 0 else { return request.error(ENXIO) }
         answer(request) {
             guard let found = try replica.seek(file, from: UInt64(offset), toData: whence == SeekKind.data) else {
                 return request.error(ENXIO)
@@ -331,38 +339,78 @@ extension FuseFileSystem {
 
     func opendir(_ request: Request, _ inode: fuse_ino_t, _ info: fuse_file_info) {
         answer(request) {
-            let entries = try replica.list(try id(inode))
             var info = info
-            info.fh = listings.insert(entries)
+            let listing = try listing(of: inode)
+            noteRead(listing.folderID, inode: inode, isFolder: true)
+            replica.folderOpened(listing.folderID)
+            info.fh = listings.insert(listing)
             request.open(info)
         }
     }
 
+    /// A read moves the access time as the mount's rule says; the kernel's cached
+    /// attributes go, so that `stat` right after shows it.
+    private func noteRead(_ id: ItemID, inode: fuse_ino_t, isFolder: Bool) {
+        if replica.noteRead(id, isFolder: isFolder) { kernel.invalidateAttributes(inode) }
+    }
+
+    /// A folder's listing as of now: `.`, `..`, then its children.
+    private func listing(of inode: fuse_ino_t) throws(ReplicaError) -> FolderListing {
+        let folder = try id(inode)
+        let entries = try replica.list(folder)
+        let parentInode = folder == .root ? inode : try replica.attributes(of: try replica.parent(of: folder)).inode
+        return FolderListing(folderID: folder, folder: inode, parent: parentInode, entries: entries)
+    }
+
     func readdir(_ request: Request, _ parent: fuse_ino_t, _ handle: UInt64, _ size: Int, _ offset: Int, plus: Bool) {
-        guard let entries = listings.get(handle) else { return request.error(EBADF) }
+        guard var listing = listings.get(handle) else { return request.error(EBADF) }
+        // Offset 0 after the listing was read is `rewinddir` (or a seek to the start): POSIX
+        // has it show the folder as it is now, as a new `opendir` would.
+        if offset == 0 && listing.wasRead {
+            do { listing = try self.listing(of: parent) } catch { return request.error(error) }
+        }
+        if !listing.wasRead {
+            listing.wasRead = true
+            listings.replace(handle, with: listing)
+        }
         let folder = try? id(parent)
         // The offset is the caller's (`lseek` on the folder): anything past the end lists nothing.
-        guard offset >= 0, offset < entries.count else { return request.buffer(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        guard offset >= 0, offset < listing.count else { return request.buffer(UnsafeRawBufferPointer(start: nil, count: 0)) }
         var buffer = [CChar](repeating: 0, count: size)
         var used = 0
         buffer.withUnsafeMutableBufferPointer { buffer in
-            for index in offset..<entries.count {
-                let item = entries[index]
+            for index in offset..<listing.count {
                 let remaining = size - used
-                // Attributes as of now, not of opendir: the kernel caches them, and a remote
-                // change invalidated since must not be undone by an old listing. A name gone
-                // since is left out.
-                guard let folder, let attributes = replica.currentAttributes(of: item, in: folder)
-                else { continue }
                 let needed: Int
-                if plus {
-                    var entry = uncountedEntry(attributes)
-                    needed = request.addDirectoryEntryPlus(buffer.baseAddress! + used, remaining, item.name, &entry, index + 1)
-                    // An entry that does not fit was not handed out: no lookup to count.
-                    if needed <= remaining { inodes.remember(attributes.inode, parent: parent, name: item.name) }
+                if let dot = listing.dotEntry(at: index) {
+                    // `.` and `..` are never looked up from a listing (the kernel skips them in
+                    // readdirplus): inode 0 in the entry, no lookup counted.
+                    var attributes = Glibc.stat()
+                    attributes.st_ino = UInt(dot.inode)
+                    attributes.st_mode = S_IFDIR
+                    if plus {
+                        var entry = fuse_entry_param()
+                        entry.attr = attributes
+                        needed = request.addDirectoryEntryPlus(buffer.baseAddress! + used, remaining, dot.name, &entry, index + 1)
+                    } else {
+                        needed = request.addDirectoryEntry(buffer.baseAddress! + used, remaining, dot.name, &attributes, index + 1)
+                    }
                 } else {
-                    var attributes = stat(of: attributes)
-                    needed = request.addDirectoryEntry(buffer.baseAddress! + used, remaining, item.name, &attributes, index + 1)
+                    let item = listing.entry(at: index)
+                    // Attributes as of now, not of opendir: the kernel caches them, and a remote
+                    // change invalidated since must not be undone by an old listing. A name gone
+                    // since is left out.
+                    guard let folder, let attributes = replica.currentAttributes(of: item, in: folder)
+                    else { continue }
+                    if plus {
+                        var entry = uncountedEntry(attributes)
+                        needed = request.addDirectoryEntryPlus(buffer.baseAddress! + used, remaining, item.name, &entry, index + 1)
+                        // An entry that does not fit was not handed out: no lookup to count.
+                        if needed <= remaining { inodes.remember(attributes.inode, parent: parent, name: item.name) }
+                    } else {
+                        var attributes = stat(of: attributes)
+                        needed = request.addDirectoryEntry(buffer.baseAddress! + used, remaining, item.name, &attributes, index + 1)
+                    }
                 }
                 if needed > remaining { break }
                 used += needed
@@ -372,7 +420,7 @@ extension FuseFileSystem {
     }
 
     func releasedir(_ request: Request, _ handle: UInt64) {
-        listings.remove(handle)
+        if let listing = listings.remove(handle) { replica.folderClosed(listing.folderID) }
         request.ok()
     }
 

@@ -10,7 +10,7 @@ public final class FuseFileSystem: Sendable {
     let options: FuseMountOptions
     let inodes = InodeTable()
     let files = HandleTable<OpenFile>()
-    let listings = HandleTable<[DirectoryEntry]>()
+    let listings = HandleTable<FolderListing>()
     let kernel = KernelCache()
     /// Attributes and names change remotely; invalidations keep the kernel honest, and
     /// these bound how stale it can be if one is missed.

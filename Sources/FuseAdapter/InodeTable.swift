@@ -69,6 +69,12 @@ final class HandleTable<Value: Sendable>: Sendable {
         table.withLock { $0.values[handle] }
     }
 
+    func replace(_ handle: UInt64, with value: Value) {
+        table.withLock { table in
+            if table.values[handle] != nil { table.values[handle] = value }
+        }
+    }
+
     @discardableResult
     func remove(_ handle: UInt64) -> Value? {
         table.withLock { $0.values.removeValue(forKey: handle) }

@@ -52,6 +52,16 @@ final class KernelCache: Sendable {
         }
     }
 
+    /// Drops the cached attributes of `inode` only (a read moved its access time). Never
+    /// blocks for long, so any thread may call it: without pages to drop the kernel waits
+    /// for no read in progress.
+    func invalidateAttributes(_ inode: UInt64) {
+        session.withLock { session in
+            guard let pointer = session.pointer else { return }
+            _ = fuse_lowlevel_notify_inval_inode(pointer, inode, -1, 0)
+        }
+    }
+
     /// Drops the cached name `name` in `folder`. On the notification thread only.
     func invalidateEntryNow(_ folder: UInt64, _ name: String) {
         dispatchPrecondition(condition: .onQueue(queue))

@@ -40,6 +40,9 @@ final class Request: @unchecked Sendable {
         return Owner(uid: context.uid, gid: context.gid)
     }
 
+    /// The calling process's id (0 for the kernel's own requests).
+    var callerPID: pid_t { context.pid }
+
     /// The calling process's umask.
     var umask: UInt32 { context.umask }
 

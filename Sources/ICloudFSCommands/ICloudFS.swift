@@ -41,6 +41,9 @@ public struct ICloudFS: AsyncParsableCommand {
         } catch let error as ExitMessage {
             FileHandle.standardError.write(Data("icloudfs: \(error.description)\n".utf8))
             Glibc.exit(1)
+        } catch let code as ExitCode {
+            // The command printed its own lines already (one per path that failed).
+            Glibc.exit(code.rawValue)
         } catch {
             let code = exitCode(for: error)
             if code == .success || error is CleanExit {

@@ -77,6 +77,9 @@ struct MountCommand: AsyncParsableCommand {
         var parsed = MountOptions()
         for list in options { try parsed.parse(list) }
         let mountPoint = URL(fileURLWithPath: self.mountPoint).standardizedFileURL.path
+        if parsed.remount {
+            return try Remount.apply(parsed, at: mountPoint)
+        }
         if foreground || parsed.foreground {
             try await Mounter(container: container, mountPoint: mountPoint, options: parsed, reportReady: reportReady).run()
         } else {

@@ -1,4 +1,5 @@
 import Foundation
+import Replica
 
 /// Every `-o` option of INTERFACE.md, parsed once; `mount.icloudfs`, `icloudfs mount` and
 /// fstab all arrive here.
@@ -27,6 +28,12 @@ public struct MountOptions: Sendable, Equatable {
     public var uploadWait: Duration = .seconds(60)
     /// How long a read waits for a store out of reach before it fails.
     public var offlineWait: Duration = .seconds(15)
+    /// When reads move access times (`relatime` by default, `strictatime`, `noatime`), and
+    /// whether listing a folder does (`nodiratime` says no).
+    public var accessTimes = AccessTimeRule.relative
+    public var folderAccessTimes = true
+    /// `remount`: change the flags of a mount that exists (`mount -o remount,ro`).
+    public var remount = false
     /// `noexec`, `nosuid`, `nodev` and the like, in the order given.
     public var kernelFlags: [String] = []
 
@@ -34,14 +41,13 @@ public struct MountOptions: Sendable, Equatable {
 
     /// Options mount(8) passes through that mean nothing to a FUSE filesystem.
     static let ignored: Set<String> = [
-        "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "nofail", "_netdev", "atime", "relatime",
-        "strictatime", "async",
+        "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "nofail", "_netdev", "async",
     ]
 
     /// Options that are the kernel's own mount flags, handed to it as they are (`noexec`
     /// must not be dropped: mount(8) adds it for `user` mounts).
     static let kernelFlagNames: Set<String> = [
-        "exec", "noexec", "suid", "nosuid", "dev", "nodev", "noatime", "nodiratime", "sync", "dirsync",
+        "exec", "noexec", "suid", "nosuid", "dev", "nodev", "sync", "dirsync",
     ]
 
     /// Parses comma-separated `-o` lists; throws with the option named on anything unknown.
@@ -84,6 +90,19 @@ public struct MountOptions: Sendable, Equatable {
         "device": { options, given throws(MountOptionError) in options.device = try given.required() },
         "poll": { options, given throws(MountOptionError) in options.poll = try given.duration("a duration like 2s or 500ms") },
         "ro": { options, _ throws(MountOptionError) in options.readOnly = true },
+        "rw": { options, _ throws(MountOptionError) in options.readOnly = false },
+        "remount": { options, _ throws(MountOptionError) in options.remount = true },
+        // Access times are icloudfs's to move (the kernel leaves a FUSE file's alone);
+        // `noatime` also goes to the kernel as a flag, which shows it in /proc/mounts.
+        "relatime": { options, _ throws(MountOptionError) in options.accessTimes = .relative },
+        "atime": { options, _ throws(MountOptionError) in options.accessTimes = .relative },
+        "strictatime": { options, _ throws(MountOptionError) in options.accessTimes = .strict },
+        "noatime": { options, _ throws(MountOptionError) in
+            options.accessTimes = .never
+            options.kernelFlags.append("noatime")
+        },
+        "diratime": { options, _ throws(MountOptionError) in options.folderAccessTimes = true },
+        "nodiratime": { options, _ throws(MountOptionError) in options.folderAccessTimes = false },
         "allow_other": { options, _ throws(MountOptionError) in options.allowOther = true },
         "default_permissions": { options, _ throws(MountOptionError) in options.defaultPermissions = true },
         "acl": { options, _ throws(MountOptionError) in options.acl = true },

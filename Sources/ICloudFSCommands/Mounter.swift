@@ -67,6 +67,9 @@ struct Mounter {
         configuration.uploadLimit = options.uploadLimit
         configuration.pendingContentWait = options.uploadWait
         configuration.offlineWait = options.offlineWait
+        configuration.accessTimes = options.accessTimes
+        configuration.folderAccessTimes = options.folderAccessTimes
+        configuration.cacheOwner = "the mount at \(mountPoint)"
         let replica: Replica
         do {
             let store = try StoreLocation.open(options.store)

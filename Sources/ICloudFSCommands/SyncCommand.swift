@@ -22,7 +22,7 @@ struct SyncCommand: AsyncParsableCommand {
 
     func run() async throws {
         guard ExtendedAttributes.isOnMount(mountPoint) else {
-            throw ExitMessage("\(mountPoint) is not an icloudfs mount")
+            throw ExitMessage("\(mountPoint): not on an icloudfs mount")
         }
         try ExtendedAttributes.set("user.icloud.sync", "1", of: mountPoint)
         guard wait else { return }

@@ -51,6 +51,19 @@ extension Replica {
         }
     }
 
+    /// `opendir` and `releasedir`: a folder open here keeps answering `fstat` once removed or
+    /// replaced by a rename, as a file does.
+    public func folderOpened(_ id: ItemID) {
+        state.withLock { $0.openFolders[id, default: 0] += 1 }
+    }
+
+    public func folderClosed(_ id: ItemID) {
+        state.withLock { state in
+            let count = (state.openFolders[id] ?? 1) - 1
+            state.openFolders[id] = count > 0 ? count : nil
+        }
+    }
+
     /// `umask` (here and in `makeFile`, `makeSpecial`): the caller's, when the kernel left
     /// it to the filesystem (`-o acl`): it applies unless the folder has a default ACL,
     /// which then decides the mode. nil: the kernel applied it.
@@ -251,6 +264,9 @@ extension Replica {
         try state.withLock { state throws(ReplicaError) in
             guard state.view.liveItem(id) != nil else { throw .notFound }
             let mode = mode.map { $0 & 0o7777 }
+            if atime != nil, state.localAccessTimes.removeValue(forKey: id) != nil {
+                database.writeSoon { [database] db in try database.saveAccessTime(id, nil, db) }
+            }
             if state.content[id]?.dirty == true {
                 if let mtime { state.dirtyMtime[id] = mtime }
                 if let mode { state.dirtyMode[id] = mode }
@@ -394,7 +410,8 @@ extension Replica {
                 ? UInt64(item.target.map(NameBytes.count) ?? 0) : item.kind == .folder ? 4096 : item.size,
             // Names (0 once unlinked while open); a folder's 2 + subfolders, which walkers
             // (find, fts) use to stop looking for subfolders: kept exact.
-            mtime: item.mtime, ctime: item.ctime ?? item.mtime, atime: item.atime ?? item.mtime,
+            mtime: item.mtime, ctime: item.ctime ?? item.mtime,
+            atime: max(item.atime ?? item.mtime, state.localAccessTimes[item.id] ?? .zero),
             linkCount: UInt32(state.view.linkCount(of: item.id)),
             target: item.target, owner: item.ownerOrRoot, device: item.device ?? 0)
         // While written here, the chunk list is the last version's: all of it counts.

@@ -48,12 +48,17 @@ public final class Replica: Sendable {
     let downloads = DownloadTable()
     let commits = BackgroundCommits()
     let events: EventLog
+    /// This device's hold on its cache folder, from `open` until `stop` has finished.
+    let cacheLock: CacheLock
 
     /// Opens (or creates) the device state in `configuration.cacheDirectory` for the
     /// container in `store`, and catches up with the journal if the store can be reached.
     public static func open(
         _ configuration: ReplicaConfiguration, store: any BlobStore, logger: Logger
     ) async throws -> Replica {
+        let cacheLock = try await CacheLock.acquire(
+            folder: configuration.cacheDirectory, owner: configuration.cacheOwner,
+            wait: configuration.cacheLockWait, grace: configuration.cacheLockGrace)
         let container: ContainerStore
         let files: LocalFiles
         let database: StateDatabase
@@ -66,7 +71,7 @@ public final class Replica: Sendable {
             throw ReplicaError.wrapping(error)
         }
         let identity = try await Replica.resolveIdentity(configuration, container, database, logger)
-        let replica = try Replica(configuration, identity, container, database, files, logger)
+        let replica = try Replica(configuration, identity, container, database, files, cacheLock, logger)
         do {
             try await replica.bootstrapFromSnapshot()
             try await replica.pull()
@@ -79,9 +84,10 @@ public final class Replica: Sendable {
 
     private init(
         _ configuration: ReplicaConfiguration, _ identity: Identity, _ container: ContainerStore,
-        _ database: StateDatabase, _ files: LocalFiles, _ logger: Logger
+        _ database: StateDatabase, _ files: LocalFiles, _ cacheLock: CacheLock, _ logger: Logger
     ) throws {
         self.configuration = configuration
+        self.cacheLock = cacheLock
         self.identity = identity
         self.container = container
         self.database = database
@@ -113,6 +119,7 @@ public final class Replica: Sendable {
                     ChunkHash(hex: String($0))
                 })
                 state.inodes = InodeNumbers(try database.loadInodes(db))
+                state.localAccessTimes = try database.loadAccessTimes(db)
                 if state.inodes.number(of: .root) == nil {
                     _ = state.inodes.assign(.root)  // 1: the FUSE root
                     try database.saveInodes(state.inodes.takeUnsaved(), db)
@@ -247,6 +254,7 @@ public final class Replica: Sendable {
 
     /// Stops the background loop. Queued changes stay in the cache for the next start.
     public func stop() async {
+        cacheLock.markStopping()
         let collecting = collection.withLock { tasks in
             defer { tasks = CollectionTasks() }
             return [tasks.automatic, tasks.requested].compactMap { $0 }
@@ -266,5 +274,6 @@ public final class Replica: Sendable {
         } catch {
             logger.error("cannot record the last changes in \(files.databasePath): \(error)")
         }
+        cacheLock.release()
     }
 }

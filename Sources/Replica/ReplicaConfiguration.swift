@@ -36,6 +36,17 @@ public struct ReplicaConfiguration: Sendable {
     /// How long a read waits for a store that cannot be reached (a network blip) before it
     /// fails; zero fails at once, as `offline` does.
     public var offlineWait: Duration = .seconds(15)
+    /// When reads move access times (`relatime`, `strictatime`, `noatime`), and whether
+    /// listing a folder does (`nodiratime` says no).
+    public var accessTimes = AccessTimeRule.relative
+    public var folderAccessTimes = true
+    /// Who holds the cache while this device runs, as a second device of the same cache is
+    /// told ("the mount at /mnt/notes").
+    public var cacheOwner = "icloudfs"
+    /// How long opening waits for the device that holds the cache to finish stopping (the
+    /// daemon of a mount just unmounted), and for one still serving to start stopping.
+    public var cacheLockWait: Duration = .seconds(60)
+    public var cacheLockGrace: Duration = .seconds(3)
 
     public init(container: String, cacheDirectory: String, deviceName: String) {
         self.container = container

@@ -27,10 +27,15 @@ struct ReplicaState: Sendable {
     /// Owners set on files being written (`cp -a`, `rsync -a` as root): queued likewise.
     var dirtyOwner: [ItemID: Owner] = [:]
     var dirtyAtime: [ItemID: Timestamp] = [:]
+    /// Access times moved by reads on this device (`AccessTimeRule`); never queued. Any
+    /// access time set since (`utimensat`, a remote change) takes over.
+    var localAccessTimes: [ItemID: Timestamp] = [:]
     /// When a file being written last changed (a write, a truncation, an attribute): its
     /// ctime until the commit, which carries it.
     var dirtyCtime: [ItemID: Timestamp] = [:]
     var openCount: [ItemID: Int] = [:]
+    /// Folders open here (`opendir`): one replaced by a rename still answers `fstat`.
+    var openFolders: [ItemID: Int] = [:]
     /// Files being downloaded to be opened for writing: kept (never evicted) meanwhile.
     var openingForWrite: [ItemID: Int] = [:]
     /// For open files: the chunk list of the version the first opener saw (close-to-open).
@@ -84,11 +89,11 @@ struct ReplicaState: Sendable {
         device.view.liveItem(id).map(withUnsavedWrites)
     }
 
-    /// `liveItem`, or, for a file removed while it is open here, the item it was: `fstat`,
+    /// `liveItem`, or, for a file (or folder) removed while it is open here, the item it was: `fstat`,
     /// `ftruncate` and `lseek(SEEK_END)` on an open descriptor work as on a local disk.
     func itemOfOpenHandle(_ id: ItemID) -> Item? {
         if let item = liveItem(id) { return item }
-        guard openCount[id] != nil, var item = device.view.item(id) else { return nil }
+        guard openCount[id] != nil || openFolders[id] != nil, var item = device.view.item(id) else { return nil }
         // Unlinked while open: its bytes live only here, and queuing them changes nothing (the
         // delete stands), so its size is the local copy's even once that is clean again. (The
         // deleted item's size is whatever was last queued: 0 for a file removed before its

@@ -189,6 +189,10 @@ package final class StateDatabase: Sendable {
                 try db.execute(sql: "ALTER TABLE item ADD COLUMN \(column)")
             }
         }
+        migrator.registerMigration("v8 local access times") { db in
+            // Access times moved by reads on this device (`AccessTimeRule`), never synced.
+            try db.execute(sql: "CREATE TABLE access_time (id TEXT PRIMARY KEY, s INTEGER NOT NULL, ns INTEGER NOT NULL)")
+        }
         return migrator
     }
 
@@ -399,6 +403,25 @@ package final class StateDatabase: Sendable {
     }
 
     // MARK: inode
+
+    func loadAccessTimes(_ db: Database) throws -> [ItemID: Timestamp] {
+        var times: [ItemID: Timestamp] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT id, s, ns FROM access_time") {
+            times[ItemID(row["id"] as String)] = Timestamp(seconds: row["s"], nanoseconds: UInt32(clamping: row["ns"] as Int64))
+        }
+        return times
+    }
+
+    /// Records a read's access time, or forgets it (nil: a set one took over).
+    func saveAccessTime(_ id: ItemID, _ time: Timestamp?, _ db: Database) throws {
+        if let time {
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO access_time (id, s, ns) VALUES (?, ?, ?)",
+                arguments: [id.rawValue, time.seconds, Int64(time.nanoseconds)])
+        } else {
+            try db.execute(sql: "DELETE FROM access_time WHERE id = ?", arguments: [id.rawValue])
+        }
+    }
 
     func loadInodes(_ db: Database) throws -> [(UInt64, ItemID)] {
         try Row.fetchAll(db, sql: "SELECT ino, id FROM inode").map { (UInt64($0["ino"] as Int64), ItemID($0["id"])) }

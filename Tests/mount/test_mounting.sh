@@ -41,3 +41,42 @@ test_sigterm_unmounts() {
     mount_device a
     assert_eq "$(cat "$T/a/kept.txt")" "written before SIGTERM"
 }
+
+# One daemon per cache folder: a second mount of a cache a serving mount holds fails in one
+# line naming that mount (two daemons on one cache pushed each other's queue, made conflicted
+# copies of their own files and crashed), and nothing of the first mount is disturbed.
+test_second_mount_of_a_held_cache_fails() {
+    mount_device a
+    echo one > "$T/a/file"
+    mkdir "$T/b"
+    fails "$BIN/icloudfs" mount "$CONTAINER" "$T/b" -o "store=$T/store,cache=$T/cache-a,device=a" 2>"$T/err"
+    cat "$T/err"
+    assert_eq "$(wc -l < "$T/err")" 1 "one line"
+    grep -q "in use by the mount at $T/a (pid $(daemon_of a))" "$T/err"
+    fails grep -q " $T/b " /proc/mounts
+    assert_eq "$(pgrep -fc -- "cache=$T/cache-a")" 1 "one daemon"
+    echo two >> "$T/a/file"
+    assert_eq "$(cat "$T/a/file")" "one
+two"
+    sync_wait a
+    fails grep -iE "error|conflict" "$T/cache-a/icloudfs.log"
+}
+
+# `umount` returns before the daemon has finished stopping: `umount && mount` must not run two
+# daemons on one cache; the new one waits for the old one to let go.
+test_quick_remount_waits_for_the_stopping_daemon() {
+    mount_device a
+    for i in $(seq 1 6); do
+        echo "round $i" > "$T/a/testfile"
+        dd if=/dev/urandom of="$T/a/big$i" bs=1M count=4 status=none
+        rm -f "$T/a/big$((i - 1))"
+        umount "$T/a"
+        mount_device a
+        assert_eq "$(cat "$T/a/testfile")" "round $i"
+        assert_eq "$(stat -c %s "$T/a/big$i")" 4194304
+        eventually "[ \$(pgrep -fc -- \"cache=$T/cache-a\") = 1 ]"
+    done
+    sync_wait a
+    assert_eq "$(ls "$T/a" | sort | tr '\n' ' ')" "big6 testfile "
+    fails grep -iE "error|conflict|exists already" "$T/cache-a/icloudfs.log"
+}
