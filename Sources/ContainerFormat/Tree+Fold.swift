@@ -13,7 +13,7 @@ public struct FoldOutcome: Sendable {
     public init(seq: UInt64) { self.seq = seq }
 }
 
-/// The conflict rules (INTERFACE.md "Conflicts"); the whole fold is in this file.
+/// The conflict rules (docs/SEMANTICS.md, "Several devices and conflicts"); the whole fold is in this file.
 ///
 /// - An update whose `base` is not the item's current `contentVersion` changed content that
 ///   someone else changed first: its content becomes a sibling conflict copy, named

@@ -5,7 +5,7 @@ import Replica
 import Synchronization
 
 /// `getxattr`, `listxattr`, `setxattr`, `removexattr`: the `user.icloud.*` sync attributes
-/// (computed, INTERFACE.md) and the attributes programs set (`user.*`, `trusted.*`,
+/// (computed, docs/SEMANTICS.md "Sync state") and the attributes programs set (`user.*`, `trusted.*`,
 /// `security.*`, and POSIX ACLs with `-o acl`: stored and synced).
 extension FuseFileSystem {
     static let icloudPrefix = "user.icloud."
@@ -25,7 +25,7 @@ extension FuseFileSystem {
     /// On the mount root, not listed: the store's usage as JSON (`icloudfs status`).
     static let storeUsage = "user.icloud.storeUsage"
 
-    /// Attributes that are actions (INTERFACE.md): writing them does something.
+    /// Attributes that are actions (docs/SEMANTICS.md, "What is kept locally"): writing them does something.
     enum Action: String {
         case download = "user.icloud.download"
         case evict = "user.icloud.evict"

@@ -28,7 +28,7 @@ public struct ICloudFS: AsyncParsableCommand {
     public init() {}
 
     /// Runs the command line; errors print as one line `icloudfs: ...`, exit 1, and usage
-    /// errors exit 2 (INTERFACE.md), not ArgumentParser's 64.
+    /// errors exit 2 (icloudfs(1), docs/man), not ArgumentParser's 64.
     public static func run(_ arguments: [String]) async -> Never {
         do {
             var command = try parseAsRoot(arguments)

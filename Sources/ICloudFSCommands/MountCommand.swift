@@ -41,7 +41,13 @@ struct MountCommand: AsyncParsableCommand {
                                  (allow_other turns default_permissions on)
               acl                POSIX ACLs (setfacl, getfacl), checked by the
                                  kernel, stored and synced (default: noacl)
-              noexec, nosuid, nodev, noatime, sync, dirsync: kernel mount flags
+              noexec, nosuid, nodev, sync, dirsync: kernel mount flags
+              relatime, strictatime, noatime
+                                 when reads move access times (default
+                                 relatime; kept on this device)
+              nodiratime         listing a folder leaves its access time
+              remount            change a mounted container's flags
+                                 (mount -o remount,ro DIR; remount,rw)
               foreground, debug  stay in the foreground; log each operation
             Example:
               icloudfs mount iCloud.com.example.notes ~/notes -o store=/srv/icloud

@@ -1,7 +1,7 @@
 import Foundation
 import Replica
 
-/// Every `-o` option of INTERFACE.md, parsed once; `mount.icloudfs`, `icloudfs mount` and
+/// Every `-o` option of mount.icloudfs(8) (docs/man), parsed once; `mount.icloudfs`, `icloudfs mount` and
 /// fstab all arrive here.
 public struct MountOptions: Sendable, Equatable {
     public var store: String?

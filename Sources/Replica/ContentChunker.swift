@@ -23,6 +23,9 @@ struct ContentChunker {
     struct Piece {
         var offset: UInt64
         var ref: ChunkRef
+        /// Cut from a run of zeros (`fallocate`, a sparse file's hole): an upload makes its
+        /// bytes anew, so no local copy has to keep them.
+        var isZeros = false
     }
 
     /// What chunking a file cost: bytes read from it and chunks hashed.
@@ -118,7 +121,7 @@ private struct Reader {
         if try zeros(from: position, upTo: position + checked) == checked {
             let zeros = Int(try zeros(from: position, upTo: position + UInt64(window)))
             let length = chunker.zeroChunkLength(zeros: zeros, end: window)!  // a run, or zeros to the end
-            return .init(offset: position, ref: ChunkRef(hash: chunker.zeroChunkHash(length), size: UInt32(length)))
+            return .init(offset: position, ref: ChunkRef(hash: chunker.zeroChunkHash(length), size: UInt32(length)), isZeros: true)
         }
         // Data: read no further than just past a hole that will end this chunk.
         if let holeAhead = firstHole(from: position, before: position + UInt64(window), length: run),

@@ -317,15 +317,18 @@ extension Replica {
     /// as open.
     private func release(_ id: ItemID) throws(ReplicaError) {
         defer {
-            state.withLock { state in
+            let lastCloseOfDeleted = state.withLock { state in
                 state.openCount[id, default: 1] -= 1
-                if state.openCount[id] == 0 {
-                    state.openCount[id] = nil
-                    state.openedBase[id] = nil
-                    state.versionAtOpen[id] = nil
-                    state.unlinkedHere.remove(id)
-                }
+                guard state.openCount[id] == 0 else { return false }
+                state.openCount[id] = nil
+                state.openedBase[id] = nil
+                state.versionAtOpen[id] = nil
+                state.unlinkedHere.remove(id)
+                return !state.view.isLive(id)
             }
+            // Removed while open: its space comes back at its last close (`rm` of a file
+            // still being closed on a full disk), not at the next pass.
+            if lastCloseOfDeleted { reclaimDeletedContent(among: [id]) }
         }
         try commit(id, durable: false)
     }
@@ -631,24 +634,35 @@ extension Replica {
                 }
             }
             try copyQueuedBytesAside(of: id, in: size..<UInt64.max)
-            try setLength(of: id, to: size)
-            let record = state.withLock { state in
-                var record = state.content[id] ?? .empty
-                if !record.dirty { state.changedSinceClean[id] = ByteRanges() }
-                // Cut away, or grown with zeros: either way those bytes are not the old ones.
-                state.changedSinceClean[id]?.insert(min(size, record.size)..<max(size, record.size))
+            // Recorded first, then done, then shown: a record that cannot be saved (a full
+            // disk) leaves the file, the database and memory as they were.
+            let (previous, record) = state.withLock { state in
+                let previous = state.content[id]
+                var record = previous ?? .empty
                 if size > record.size { record.present.insert(record.size..<size) }
                 record.present.truncate(to: size)
                 record.size = size
                 record.dirty = true
+                return (previous, record)
+            }
+            try saveContent(id, record)
+            do throws(ReplicaError) {
+                try setLength(of: id, to: size)
+            } catch {
+                try? saveContent(id, previous)
+                throw error
+            }
+            state.withLock { state in
+                if previous?.dirty != true { state.changedSinceClean[id] = ByteRanges() }
+                // Cut away, or grown with zeros: either way those bytes are not the old ones.
+                let oldSize = previous?.size ?? 0
+                state.changedSinceClean[id]?.insert(min(size, oldSize)..<max(size, oldSize))
                 state.content[id] = record
                 state.writeGeneration[id, default: 0] += 1
                 let now = Timestamp.now()
                 state.dirtyMtime[id] = now
                 state.dirtyCtime[id] = now
-                return record
             }
-            try saveContent(id, record)
         }
     }
 
@@ -780,11 +794,20 @@ extension Replica {
                     let op = ItemOperation.update(update)
                     let base = state.openedBase[id] ?? state.device.base(of: id)
                     enqueue([(op, unchanged ? nil : base)], &state, content: [id])
-                    if !unchanged { state.unstaged.add(pieces.filter { !state.storedChunks.contains($0.ref.hash) }, of: id) }
+                    // Runs of zeros (fallocate, sparse files) are made anew for upload: their
+                    // content file need not keep them, and a deleted one frees its space at once.
+                    if !unchanged {
+                        state.unstaged.add(
+                            pieces.filter { !state.storedChunks.contains($0.ref.hash) && !$0.isZeros }, of: id)
+                    }
                     if state.openedBase[id] != nil { state.openedBase[id] = state.device.base(of: id) }
                     return (true, nil)
                 }
-                if let record = finished.save { try saveContent(id, record) }
+                // Recorded as queued changes are (`enqueue`): it waits, in order, until it
+                // commits, so the database never stays behind the clean record memory holds.
+                if let record = finished.save {
+                    database.writeSoon { [database] db in try database.saveContent(id, record, db) }
+                }
                 return finished.done
             }
             if done { break }

@@ -34,12 +34,9 @@ extension Replica {
         }
         if kind == .folder {
             try fileLocks.withLock(id) { () throws(ReplicaError) in
-                let unpinned = state.withLock { state -> Bool in
-                    guard state.content[id]?.pinned == true else { return false }
-                    state.content[id] = nil
-                    return true
-                }
-                if unpinned { try saveContent(id, nil) }
+                guard state.withLock({ $0.content[id]?.pinned == true }) else { return }
+                try saveContent(id, nil)
+                state.withLock { $0.content[id] = nil }
             }
         }
         if !refused.isEmpty { throw .busy(refused.joined(separator: "; ")) }
@@ -49,15 +46,23 @@ extension Replica {
     private func evictFile(_ file: ItemID, _ pending: Set<ItemID>) throws(ReplicaError) -> String? {
         try fileLocks.withLock(file) { () throws(ReplicaError) -> String? in
             try copyQueuedBytesAside(of: file, in: 0..<UInt64.max)  // owed chunks
-            let busy = state.withLock { state -> String? in
-                if let why = whyBusy(file, state, pending) { return "\(state.view.path(of: file) ?? file.rawValue) \(why)" }
-                state.content[file] = nil
+            let outcome = state.withLock { state -> (busy: String?, record: ContentRecord?) in
+                if let why = whyBusy(file, state, pending) { return ("\(state.view.path(of: file) ?? file.rawValue) \(why)", nil) }
+                let record = state.content.removeValue(forKey: file)
                 state.downloadRequested.remove(file)
                 state.downloadErrors[file] = nil
-                return nil
+                return (nil, record)
             }
-            guard busy == nil else { return busy }
-            try saveContent(file, nil)
+            guard outcome.busy == nil else { return outcome.busy }
+            do throws(ReplicaError) {
+                try saveContent(file, nil)
+            } catch {
+                // The copy stays, and memory says so, as the database does.
+                state.withLock { state in
+                    if state.content[file] == nil { state.content[file] = outcome.record }
+                }
+                throw error
+            }
             files.removeContent(file)
             return nil
         }
@@ -67,14 +72,22 @@ extension Replica {
     /// pinned folder pins everything below it, also what arrives later.
     public func setPinned(_ id: ItemID, _ pinned: Bool) throws(ReplicaError) {
         try fileLocks.withLock(id) { () throws(ReplicaError) in
+            // Recorded, then shown: a pin that cannot be recorded is not in effect.
             let record = try state.withLock { state throws(ReplicaError) in
                 guard state.view.liveItem(id) != nil else { throw .notFound }
                 var record = state.content[id] ?? ContentRecord.empty
                 record.pinned = pinned
-                state.content[id] = record
                 return record
             }
             try saveContent(id, record)
+            state.withLock { state in
+                if var current = state.content[id] {
+                    current.pinned = pinned
+                    state.content[id] = current
+                } else {
+                    state.content[id] = record
+                }
+            }
         }
         if pinned { startDownload(id) }
     }
@@ -141,41 +154,39 @@ extension Replica {
 
     /// Drops the local copies of deleted files (here or on another device) that nothing
     /// needs any more: without this, every deleted file's bytes stayed in the cache.
-    func reclaimDeletedContent() {
-        let reclaimed = state.withLock { state -> [ItemID] in
-            let deleted = state.content.keys.filter { id in
-                !state.view.isLive(id)
-            }
+    /// `among`: only these items (those whose queued bytes just landed), else every one.
+    func reclaimDeletedContent(among candidates: Set<ItemID>? = nil) {
+        let reclaimed = state.withLock { state -> [(ItemID, ContentRecord)] in
             // A queued delete needs no bytes; queued versions before it find theirs through
             // `unstaged`, which `isReclaimable` checks.
-            let reclaimed = deleted.filter { isReclaimable($0, state) }
-            for id in reclaimed {
+            let records = candidates.map { ids in state.content.filter { ids.contains($0.key) } } ?? state.content
+            let reclaimed = records.filter { id, _ in !state.view.isLive(id) && isReclaimable(id, state) }
+            for id in reclaimed.keys {
                 state.content[id] = nil
                 state.changedSinceClean[id] = nil
             }
-            return reclaimed
+            return Array(reclaimed)
         }
         guard !reclaimed.isEmpty else {
-            files.keepReserve()
+            if candidates == nil { files.keepReserve() }
             return
         }
-        func record() throws {
-            try database.write { db in
-                for id in reclaimed { try database.saveContent(id, nil, db) }
-            }
-        }
+        // The bytes go first: nothing reads them (deleted, no open handle, no queued version
+        // needs them), and on a full disk the record of their going needs the space they
+        // free. A record left naming a removed file is a lost copy, reclaimed again later.
+        for (id, _) in reclaimed { files.removeContent(id) }
         do {
-            do {
-                try record()
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL && files.releaseReserve() {
-                logger.warning("the cache disk is full: used the reserved space to free \(reclaimed.count) deleted file(s)")
-                try record()
+            try database.write { db in
+                for (id, _) in reclaimed { try database.saveContent(id, nil, db) }
             }
-            for id in reclaimed { files.removeContent(id) }
             files.keepReserve()
         } catch {
-            // The files stay until the next mount finds their records again.
-            logger.warning("cannot record that \(reclaimed.count) deleted file(s) left the cache: \(error)")
+            // Memory stays with the database: the records come back, to be recorded gone
+            // at the next pass.
+            state.withLock { state in
+                for (id, record) in reclaimed where state.content[id] == nil { state.content[id] = record }
+            }
+            logger.warning("cannot record that \(reclaimed.count) deleted file(s) left the cache: \(error); tried again shortly")
         }
     }
 

@@ -95,6 +95,9 @@ extension Replica {
     /// Returns whether everything was uploaded.
     public func waitUntilUploaded(timeout: Duration) async -> Bool {
         let deadline = ContinuousClock.now + timeout
+        // Closes still being queued first: their files count as written, and a file removed
+        // while its close was queued frees its space only once that close has run.
+        await commits.drain()
         syncSoon()
         while ContinuousClock.now < deadline {
             let done = state.withLock { state in
@@ -362,14 +365,18 @@ extension Replica {
     /// Forgets the local copies (staged, or in place) of chunks that no queued change and no
     /// owed upload needs any more.
     private func unstage(_ hashes: [ChunkHash]) {
-        let done = state.withLock { state in
+        let (done, deletedHolders) = state.withLock { state in
             let done = Set(hashes).subtracting(state.neededChunks)
+            let holders = done.flatMap { state.unstaged.locations(of: $0).map(\.id) }
             state.unstaged.remove(done)
-            return done
+            return (done, Set(holders.filter { !state.view.isLive($0) }))
         }
         for hash in done {
             files.unstage(hash)
         }
+        // A file deleted before its bytes were uploaded frees its space now, not at the next
+        // pass: on a full cache disk, the next write is waiting for it.
+        if !deletedHolders.isEmpty { reclaimDeletedContent(among: deletedHolders) }
     }
 
     static func encodedOwed(_ owed: [UInt64: [ChunkRef]]) -> String? {
@@ -386,10 +393,14 @@ extension Replica {
                 time: .now(), ops: [], uploaded: [entry])
             try await appendAtNextFreeNumber { _, _ in commit }
             try state.withLock { state in
-                state.owed[entry] = nil
-                try database.write { [owed = state.owed] db in
+                // Memory follows the database: a failed write leaves the entry owed, and the
+                // next pass records it again.
+                var owed = state.owed
+                owed[entry] = nil
+                try database.write { [owed] db in
                     try database.setMeta("owed", Replica.encodedOwed(owed), db)
                 }
+                state.owed = owed
             }
             unstage(chunks.map(\.hash))
         }
@@ -472,7 +483,7 @@ extension Replica {
             while next < due.endIndex && (group.isEmpty || bytes + Int(due[next].size) <= groupBytes) {
                 let chunk = due[next]
                 next += 1
-                if let data = localBytes(of: chunk.hash) {
+                if let data = localBytes(of: chunk) {
                     group.append((chunk.hash, data))
                     bytes += data.count
                 } else if try await !container.hasChunk(chunk.hash) {
@@ -499,6 +510,14 @@ extension Replica {
 }
 
 extension Replica {
+    /// The bytes of a chunk to upload; a chunk of zeros is made anew (no content file keeps
+    /// those: `ContentChunker.Piece.isZeros`).
+    func localBytes(of chunk: ChunkRef) -> Data? {
+        if chunker.isZeroRunChunk(chunk) { return Data(count: Int(chunk.size)) }
+        if let data = localBytes(of: chunk.hash) { return data }
+        return chunker.zeroChunkHash(Int(chunk.size)) == chunk.hash ? Data(count: Int(chunk.size)) : nil
+    }
+
     /// The bytes of a chunk to upload: copied aside, or still in a content file (checked
     /// against the hash: a write may have been changing them while they were read).
     func localBytes(of hash: ChunkHash) -> Data? {
@@ -549,12 +568,17 @@ extension Replica {
     /// queued and then superseded by a later save (a file committed halfway through being
     /// written) still has its chunks in place, at the offsets of its own chunk list, and
     /// the record names only the latest. (Uploads check each chunk's hash when they read it.)
-    static func findUnstagedChunks(_ state: inout ReplicaState, _ files: LocalFiles) {
+    static func findUnstagedChunks(_ state: inout ReplicaState, _ files: LocalFiles, _ chunker: Chunker) {
         let needed = state.neededChunks
         guard !needed.isEmpty else { return }
         func add(_ chunks: [ChunkRef], of id: ItemID) {
-            let pieces = ContentChunker.Piece.layout(chunks).filter {
-                needed.contains($0.ref.hash) && !files.isStaged($0.ref.hash)
+            // A deleted file's last chunk is checked for zeros too (a costly hash, so for
+            // those only): its space must come back on a full disk (a `fallocate`d file).
+            let laidOut = state.view.isLive(id)
+                ? ContentChunker.Piece.layout(chunks, zerosKnownBy: nil, runsOf: chunker)
+                : ContentChunker.Piece.layout(chunks, zerosKnownBy: chunker, runsOf: chunker)
+            let pieces = laidOut.filter {
+                needed.contains($0.ref.hash) && !files.isStaged($0.ref.hash) && !$0.isZeros
             }
             state.unstaged.add(pieces, of: id)
         }

@@ -66,7 +66,7 @@ public final class Replica: Sendable {
             let store = configuration.offline ? UnreachableStore(location: store.location) : store
             container = try ContainerStore(store: store, container: configuration.container)
             files = try LocalFiles(root: configuration.cacheDirectory)
-            database = try StateDatabase(path: files.databasePath, logger: logger)
+            database = try StateDatabase(path: files.databasePath, logger: logger) { [files] in files.releaseReserve() }
         } catch {
             throw ReplicaError.wrapping(error)
         }
@@ -93,7 +93,8 @@ public final class Replica: Sendable {
         self.database = database
         self.files = files
         self.logger = logger
-        chunker = Chunker(identity.chunking)
+        let chunker = Chunker(identity.chunking)
+        self.chunker = chunker
         events = EventLog(folder: configuration.cacheDirectory)
         do {
             let loaded = try database.write { db -> (ReplicaState, String) in
@@ -124,7 +125,7 @@ public final class Replica: Sendable {
                     _ = state.inodes.assign(.root)  // 1: the FUSE root
                     try database.saveInodes(state.inodes.takeUnsaved(), db)
                 }
-                Replica.findUnstagedChunks(&state, files)
+                Replica.findUnstagedChunks(&state, files, chunker)
                 return (state, deviceID!)
             }
             state = Mutex(loaded.0)
@@ -211,11 +212,9 @@ public final class Replica: Sendable {
     func saveInodes() {
         let assignments = state.withLock { $0.inodes.takeUnsaved() }
         guard !assignments.isEmpty else { return }
-        do {
-            try database.write { db in try database.saveInodes(assignments, db) }
-        } catch {
-            logger.error("cannot record inode numbers in \(files.databasePath): \(error)")
-        }
+        // As a queued change: the numbers wait, in order, until they are recorded (a full
+        // disk), rather than being handed out again after the next mount.
+        database.writeSoon { [database] db in try database.saveInodes(assignments, db) }
     }
 
     /// The inode number of `id` if one was ever handed out (nothing is allocated).

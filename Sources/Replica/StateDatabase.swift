@@ -29,9 +29,16 @@ package final class StateDatabase: Sendable {
     private let order = NSLock()
     private let background = DispatchQueue(label: "icloudfs.state-writes")
     private let logger: Logger
+    /// Frees space kept aside on the database's disk; false when none is left. Called once
+    /// when a transaction finds the disk full, before it is tried again.
+    private let freeSpareSpace: @Sendable () -> Bool
+    /// The last background commit failed: the next one is retried by itself, and only the
+    /// first failure and the recovery are logged.
+    private let backgroundFailing = Mutex(false)
 
-    init(path: String, logger: Logger) throws {
+    init(path: String, logger: Logger, freeSpareSpace: @escaping @Sendable () -> Bool = { false }) throws {
         self.logger = logger
+        self.freeSpareSpace = freeSpareSpace
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
@@ -56,10 +63,18 @@ package final class StateDatabase: Sendable {
 
     private func writeHoldingOrder<T>(_ body: (Database) throws -> T) throws -> T {
         let taken = waiting.withLock { $0.take() }
-        do {
-            return try pool.write { db in
+        func attempt() throws -> T {
+            try pool.write { db in
                 for work in taken { try work(db) }
                 return try body(db)
+            }
+        }
+        do {
+            do {
+                return try attempt()
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL && freeSpareSpace() {
+                logger.warning("the cache disk is full: used the space kept aside to record changes")
+                return try attempt()
             }
         } catch {
             waiting.withLock { $0.putBack(taken) }
@@ -72,11 +87,26 @@ package final class StateDatabase: Sendable {
         guard waiting.withLock({ $0.add(work) }) else { return }  // a background write is due
         background.asyncAfter(deadline: .now() + StateDatabase.gathering) { [self] in
             waiting.withLock { $0.backgroundDue = false }
-            do {
-                try flush()
-            } catch {
-                logger.error("cannot record changes in \(pool.path): \(error); retried at the next write")
+            flushInBackground()
+        }
+    }
+
+    /// Commits the waiting writes; on failure (a full disk) tries again a second later until
+    /// they commit, so that they never wait for a later write that may not come.
+    private func flushInBackground() {
+        do {
+            try flush()
+            if backgroundFailing.withLock({ $0 }) {
+                backgroundFailing.withLock { $0 = false }
+                logger.notice("changes recorded in \(pool.path) again")
             }
+        } catch {
+            let first = backgroundFailing.withLock { failing in
+                defer { failing = true }
+                return !failing
+            }
+            if first { logger.error("cannot record changes in \(pool.path): \(error); retried every second") }
+            background.asyncAfter(deadline: .now() + .seconds(1)) { [self] in flushInBackground() }
         }
     }
 

@@ -1,4 +1,4 @@
-/// Every field of the INTERFACE.md attribute table for one item (or a folder's aggregate).
+/// Every field of the attribute table in docs/SEMANTICS.md ("Sync state") for one item (or a folder's aggregate).
 public struct SyncState: Sendable, Equatable {
     public enum DownloadingStatus: String, Sendable {
         case notDownloaded, downloaded, current

@@ -75,4 +75,17 @@ extension ContentChunker.Piece {
             return .init(offset: offset, ref: chunk)
         }
     }
+
+    /// As `layout`, marking the chunks of zeros: the runs' chunks and, with `lastChecker`, a
+    /// last chunk of zeros (cut where the file ended: its hash is worked out).
+    static func layout(_ chunks: [ChunkRef], zerosKnownBy lastChecker: Chunker?, runsOf chunker: Chunker) -> [ContentChunker.Piece] {
+        var pieces = layout(chunks)
+        for index in pieces.indices where chunker.isZeroRunChunk(pieces[index].ref) { pieces[index].isZeros = true }
+        if let chunker = lastChecker, let last = pieces.indices.last, !pieces[last].isZeros,
+            chunker.zeroChunkHash(Int(pieces[last].ref.size)) == pieces[last].ref.hash
+        {
+            pieces[last].isZeros = true
+        }
+        return pieces
+    }
 }

@@ -7,7 +7,7 @@ test_seek_past_the_end_of_a_folder_lists_nothing() {
     python3 - "$T/a/d" <<'PY'
 import os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
-for offset in (1 << 40, 3, 2**62):
+for offset in (1 << 40, 4, 2**62):  # 4: past `.`, `..`, one, two
     os.lseek(fd, offset, os.SEEK_SET)
     # getdents64 through scandir of the fd would rewind: read the raw syscall instead.
     import ctypes
@@ -100,7 +100,9 @@ test_full_cache_disk_gives_enospc_and_recovers() {
     grep -q "No space left on device" "$T/err" || { cat "$T/err"; false; }
     rm "$T/a/big"
     sync_wait a
-    # Space is back: new files can be written and read, and reach the store.
+    # Space is back (at once, or once big's close, queued when dd ended, has run): new files
+    # can be written and read, and reach the store.
+    eventually "[ \$(df --output=avail -B1 '$T/cache-a' | tail -n1) -gt 12000000 ]"
     echo after > "$T/a/after"
     dd if=/dev/urandom of="$T/a/medium" bs=1M count=4 conv=fsync status=none
     assert_eq "$(cat "$T/a/after")" after
@@ -210,8 +212,9 @@ test_pulled_changes_that_cannot_be_recorded_are_pulled_again() {
     echo one > "$T/a/one"
     sync_wait a
     eventually 'test -f "$T/b/one"'
-    # b's cache disk fills up but for 64 KiB (room for its log): the entries it pulls next
-    # cannot be recorded.
+    # b's cache disk fills up but for 64 KiB (room for its log), its reserve gone too: the
+    # entries it pulls next cannot be recorded.
+    rm "$T/cache-b/reserve"
     fallocate -l $(($(df --output=avail -B1 "$T/cache-b" | tail -n1) - 65536)) "$T/cache-b/filler"
     for i in $(seq 1 300); do echo "$i" > "$T/a/x$i"; done
     sync_wait a
@@ -270,4 +273,50 @@ test_reads_are_read_ahead_and_sized_to_be_spliced() {
     echo 3 > /proc/sys/vm/drop_caches
     cmp "$T/source" "$T/b/big"
     assert_eq "$(xattr isDownloaded "$T/b/big")" 1
+}
+
+# A full cache disk reached through fallocate, then filled further by attributes, comes back
+# when the big file is removed: its delete is recorded and its copy freed even on a full disk;
+# then every operation works again without a remount, the files and their attributes reach
+# another device, and the next mount starts.
+test_full_cache_disk_by_fallocate_recovers_without_remount() {
+    mkdir -p "$T/cache-a"
+    mount -t tmpfs -o size=48m tmpfs "$T/cache-a"
+    mount_device a
+    mkdir "$T/a/files"
+    for i in $(seq 1 64); do touch "$T/a/files/f$i"; done
+    sync_wait a
+    local free
+    free=$(df --output=avail -B1 "$T/a" | tail -n1)
+    fallocate -l $((free - 524288)) "$T/a/big"
+    local value
+    value=$(head -c 45000 /dev/urandom | base64 -w0 | head -c 60000)
+    local set=0
+    for i in $(seq 1 64); do
+        setfattr -n user.test -v "$value" "$T/a/files/f$i" 2>/dev/null && set=$((set + 1))
+    done
+    echo "    $set of 64 attributes set on a full disk"
+    rm "$T/a/big"
+    eventually "[ \$(df --output=avail -B1 '$T/cache-a' | tail -n1) -gt 30000000 ]"
+    dd if=/dev/urandom of="$T/a/after" bs=1M count=8 conv=fsync status=none
+    echo small > "$T/a/small"
+    sync_wait a
+    mount_device b
+    eventually "[ -f '$T/b/after' ]"
+    cmp "$T/a/after" "$T/b/after"
+    for i in $(seq 1 64); do
+        local here there
+        here=$(getfattr --only-values -n user.test "$T/a/files/f$i" 2>/dev/null | md5sum)
+        there=$(getfattr --only-values -n user.test "$T/b/files/f$i" 2>/dev/null | md5sum)
+        assert_eq "$there" "$here" "attribute of f$i"
+    done
+    fails test -e "$T/b/big"
+    umount "$T/a"
+    mount_device a
+    assert_eq "$(cat "$T/a/small")" small
+    local daemon
+    daemon=$(daemon_of a)
+    umount "$T/a"
+    eventually '! kill -0 "$daemon"'
+    umount "$T/cache-a"
 }
