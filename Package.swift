@@ -33,6 +33,9 @@ let package = Package(
         ),
         // Linux calls Swift's Glibc module does not show (syncfs, malloc_trim, mallopt).
         .systemLibrary(name: "CLinux"),
+        // The `user.icloud.*` attributes: their names and value codecs, for the mount and the
+        // commands alike (no dependencies).
+        .target(name: "SyncAttributes"),
         // The remote: a small S3-shaped blob protocol and the directory store.
         .target(
             name: "BlobStore",
@@ -62,6 +65,7 @@ let package = Package(
             name: "ContainerFormat",
             dependencies: [
                 "BlobStore",
+                "SyncAttributes",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
@@ -89,6 +93,7 @@ let package = Package(
             name: "Replica",
             dependencies: [
                 "ContainerFormat",
+                "SyncAttributes",
                 "Collection",
                 "BlobStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -102,6 +107,7 @@ let package = Package(
             dependencies: [
                 "CFuse3",
                 "Replica",
+                "SyncAttributes",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -113,6 +119,7 @@ let package = Package(
                 "CLinux",
                 "FuseAdapter",
                 "Replica",
+                "SyncAttributes",
                 "Collection",
                 "ContainerFormat",
                 "BlobStore",

@@ -3,47 +3,14 @@ import ContainerFormat
 import Foundation
 import Replica
 import Synchronization
+import SyncAttributes
 
 /// `getxattr`, `listxattr`, `setxattr`, `removexattr`: the `user.icloud.*` sync attributes
 /// (computed, docs/SEMANTICS.md "Sync state") and the attributes programs set (`user.*`, `trusted.*`,
 /// `security.*`, and POSIX ACLs with `-o acl`: stored and synced).
 extension FuseFileSystem {
-    static let icloudPrefix = "user.icloud."
-    /// On the mount root only, not listed: "DOWNLOADED_BYTES UNEVICTABLE_BYTES BOUND", for
-    /// `icloudfs status`.
-    static let cacheUsage = "user.icloud.cacheUsage"
-    /// On the mount root only, not listed: the cache folder (`icloudfs monitor` follows its
-    /// `events.jsonl`).
-    static let cacheFolder = "user.icloud.cacheFolder"
-    /// Not listed: the names of a file's live conflict copies, one per line.
-    static let conflictCopies = "user.icloud.conflictCopies"
-    /// Not listed: a file's versions, newest first, as JSON (`icloudfs versions`).
-    static let versions = "user.icloud.versions"
-    /// On the mount root, not listed: "versions=S deleted=S grace=S", the container's
-    /// retention policy; written, it sets it (`icloudfs policy`).
-    static let policy = "user.icloud.policy"
-    /// On the mount root, not listed: the store's usage as JSON (`icloudfs status`).
-    static let storeUsage = "user.icloud.storeUsage"
-
-    /// Attributes that are actions (docs/SEMANTICS.md, "What is kept locally"): writing them does something.
-    enum Action: String {
-        case download = "user.icloud.download"
-        case evict = "user.icloud.evict"
-        case isPinned = "user.icloud.isPinned"
-        /// Push queued changes now (used by `icloudfs sync`).
-        case sync = "user.icloud.sync"
-        /// "SEQ", or "SEQ" and a line with a new name: restore that version (`icloudfs restore`).
-        case restore = "user.icloud.restore"
-        /// On the mount root: "TOKEN", or "TOKEN" and a line with a path: writes the deleted
-        /// items (at or below the path) as JSON to `listings/TOKEN.json` in the cache folder
-        /// (`icloudfs deleted`; a list can pass what an attribute value holds, 64 KiB).
-        case listDeleted = "user.icloud.listDeleted"
-        /// On the mount root: "ID", or "ID" and a line with a new name (`icloudfs undelete`).
-        case undelete = "user.icloud.undelete"
-        /// On the mount root: "TOKEN", or "TOKEN" and a line "dry" (`icloudfs gc`): starts a
-        /// collection whose progress and result go to `listings/TOKEN.gc` in the cache folder.
-        case collect = "user.icloud.collect"
-    }
+    /// Attributes that are actions: writing them does something (`SyncAttribute`).
+    static let actions: Set<SyncAttribute> = [.download, .evict, .isPinned, .sync, .restore, .listDeleted, .undelete, .collect]
 
     /// Whether this mount keeps attribute `name`. SELinux labels are not: SELinux labels a
     /// FUSE mount as a whole, never per file, and saying ENOTSUP for them (and for ACLs
@@ -55,8 +22,9 @@ extension FuseFileSystem {
     }
 
     func getxattr(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ size: Int) {
-        guard name.hasPrefix(Self.icloudPrefix) || keeps(name) else { return request.error(ENOTSUP) }
-        if name == Self.storeUsage, inode == UInt64(FUSE_ROOT_ID) {
+        let attribute = SyncAttribute(name: name)
+        guard SyncAttribute.isReserved(name) || keeps(name) else { return request.error(ENOTSUP) }
+        if attribute == .storeUsage, inode == UInt64(FUSE_ROOT_ID) {
             // Lists the store: not on a FUSE worker.
             return answerLater(request) { [replica] in
                 let value = FormatCoding.encode(try await replica.storeUsage())
@@ -68,25 +36,27 @@ extension FuseFileSystem {
         answer(request) {
             let item = try id(inode)
             let value: Data?
-            if name == Self.cacheUsage, item == .root {
+            if attribute == .cacheUsage, item == .root {
                 let usage = replica.cacheUsage()
                 value = Data("\(usage.total) \(usage.unevictable) \(replica.configuration.cacheSize)".utf8)
-            } else if name == Self.cacheFolder, item == .root {
+            } else if attribute == .cacheFolder, item == .root {
                 value = Data(replica.configuration.cacheDirectory.utf8)
-            } else if name == Self.policy, item == .root {
+            } else if attribute == .policy, item == .root {
                 let policy = replica.retentionPolicy
                 value = Data("versions=\(policy.versions) deleted=\(policy.deleted) grace=\(policy.grace)".utf8)
-            } else if name == Self.versions {
+            } else if attribute == .versions {
                 value = FormatCoding.encode(try replica.versions(of: item))
-            } else if name == Self.conflictCopies {
+            } else if attribute == .conflictCopies {
                 let names = replica.conflictCopyNames(of: item)
                 value = names.isEmpty ? nil : Data(names.joined(separator: "\n").utf8)
-            } else if name == SyncState.itemIdentifierAttribute {
+            } else if attribute == .itemIdentifier {
                 value = Data(item.rawValue.utf8)
-            } else if name == SyncState.isUploadedAttribute {
-                value = Data(SyncState.flag(try replica.isUploaded(item)).utf8)
-            } else if name.hasPrefix(Self.icloudPrefix) {
-                value = try replica.syncState(of: item).attributes.first { $0.name == name }.map { Data($0.value.utf8) }
+            } else if attribute == .isUploaded {
+                value = Data(SyncAttributeValue.flag(try replica.isUploaded(item)).utf8)
+            } else if let attribute {
+                value = try replica.syncState(of: item).attributes.first { $0.attribute == attribute }.map { Data($0.value.utf8) }
+            } else if SyncAttribute.isReserved(name) {
+                value = nil
             } else {
                 value = try replica.userAttribute(name, of: item)
             }
@@ -110,7 +80,7 @@ extension FuseFileSystem {
             let stored = try storedNames(of: item, request)
             let names =
                 kind == .file || kind == .folder
-                ? (listsSyncState ? try replica.syncState(of: item).attributes.map(\.name) : []) + stored
+                ? (listsSyncState ? try replica.syncState(of: item).attributes.map(\.attribute.name) : []) + stored
                 : stored.filter { !$0.hasPrefix("user.") }
             var list = Data()
             for name in names {
@@ -129,10 +99,10 @@ extension FuseFileSystem {
     }
 
     func setxattr(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ value: Data, _ flags: Int32) {
-        if name == Self.policy {
+        if SyncAttribute(name: name) == .policy {
             return setPolicy(request, inode, value)
         }
-        if name.hasPrefix(Self.icloudPrefix) {
+        if SyncAttribute.isReserved(name) {
             return act(request, inode, name, value)
         }
         guard keeps(name) else { return request.error(ENOTSUP) }
@@ -147,13 +117,13 @@ extension FuseFileSystem {
     }
 
     func removexattr(_ request: Request, _ inode: fuse_ino_t, _ name: String) {
-        guard name.hasPrefix(Self.icloudPrefix) || keeps(name) else { return request.error(ENOTSUP) }
-        if name.hasPrefix(Self.icloudPrefix) {
+        guard SyncAttribute.isReserved(name) || keeps(name) else { return request.error(ENOTSUP) }
+        if SyncAttribute.isReserved(name) {
             // The sync state is reported, not stored: removing it changes nothing and is no
             // error (`rsync -X` removes every attribute its source lacks), except that
             // removing isPinned unpins.
             return answer(request) {
-                if Action(rawValue: name) == .isPinned { try replica.setPinned(try id(inode), false) }
+                if SyncAttribute(name: name) == .isPinned { try replica.setPinned(try id(inode), false) }
                 request.ok()
             }
         }
@@ -223,7 +193,7 @@ extension FuseFileSystem {
     }
 
     private func act(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ value: Data) {
-        guard let action = Action(rawValue: name) else {
+        guard let action = SyncAttribute(name: name), Self.actions.contains(action) else {
             // The other user.icloud.* attributes report state; they cannot be written.
             return request.error(EPERM)
         }
@@ -266,6 +236,8 @@ extension FuseFileSystem {
                 case "0": try replica.setPinned(item, false)
                 default: return request.error(EINVAL)
                 }
+            default:
+                return request.error(EPERM)  // not in `actions`
             }
             request.ok()
         }

@@ -3,6 +3,7 @@ import BlobStore
 import Collection
 import ContainerFormat
 import Foundation
+import SyncAttributes
 import Logging
 
 /// `icloudfs gc MOUNTPOINT | --store URL CONTAINER [--dry-run] [--json]`
@@ -58,12 +59,12 @@ struct CollectCommand: AsyncParsableCommand {
     /// The mount's daemon collects; its steps come through a file in its cache folder.
     private func throughMount() async throws -> CollectionResult {
         let root = try DeletedListing.mountRoot(of: target)
-        guard let cache = ExtendedAttributes.get("user.icloud.cacheFolder", of: root) else {
+        guard let cache = ExtendedAttributes.get(.cacheFolder, of: root) else {
             throw ExitMessage("\(target): not an icloudfs mount point")
         }
         let token = RandomID.make()
         do {
-            try ExtendedAttributes.set("user.icloud.collect", dryRun ? "\(token)\ndry" : token, of: root)
+            try ExtendedAttributes.set(.collect, dryRun ? "\(token)\ndry" : token, of: root)
         } catch let error as ExtendedAttributes.Failure {
             throw ExitMessage("\(target): collection not started: \(error)")
         }

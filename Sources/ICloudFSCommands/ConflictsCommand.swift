@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SyncAttributes
 
 /// `icloudfs conflicts MOUNTPOINT`: files with unresolved conflicts and their copies.
 struct ConflictsCommand: AsyncParsableCommand {
@@ -18,13 +19,13 @@ struct ConflictsCommand: AsyncParsableCommand {
         let enumerator = FileManager.default.enumerator(atPath: root)
         while let relative = enumerator?.nextObject() as? String {
             let path = "\(root)/\(relative)"
-            guard ExtendedAttributes.get("user.icloud.hasUnresolvedConflicts", of: path) == "1" else { continue }
+            guard ExtendedAttributes.get(.hasUnresolvedConflicts, of: path) == "1" else { continue }
             var isFolder: ObjCBool = false
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), !isFolder.boolValue else { continue }
             found += 1
             print(relative)
             let folder = (relative as NSString).deletingLastPathComponent
-            for copy in (ExtendedAttributes.get("user.icloud.conflictCopies", of: path) ?? "").split(separator: "\n") {
+            for copy in (ExtendedAttributes.get(.conflictCopies, of: path) ?? "").split(separator: "\n") {
                 print("    \(folder.isEmpty ? String(copy) : "\(folder)/\(copy)")")
             }
         }

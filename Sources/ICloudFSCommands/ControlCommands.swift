@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SyncAttributes
 
 #if canImport(Glibc)
 import Glibc
@@ -41,22 +42,22 @@ struct DownloadCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await arguments.forEach { path in
-            try ExtendedAttributes.set("user.icloud.download", "1", of: path)
+            try ExtendedAttributes.set(.download, "1", of: path)
             let progress = ProgressLine(label: path, totalBytes: DiskUsage.bytes(below: path))
             while true {
-                let percent = Double(ExtendedAttributes.get("user.icloud.percentDownloaded", of: path) ?? "0") ?? 0
-                if ExtendedAttributes.get("user.icloud.isDownloaded", of: path) == "1" {
+                let percent = Double(ExtendedAttributes.get(.percentDownloaded, of: path) ?? "0") ?? 0
+                if ExtendedAttributes.get(.isDownloaded, of: path) == "1" {
                     progress.finish()
                     return
                 }
-                let downloading = ExtendedAttributes.get("user.icloud.isDownloading", of: path) == "1"
-                let requested = ExtendedAttributes.get("user.icloud.downloadRequested", of: path) == "1"
-                if let error = ExtendedAttributes.get("user.icloud.downloadingError", of: path), !downloading {
+                let downloading = ExtendedAttributes.get(.isDownloading, of: path) == "1"
+                let requested = ExtendedAttributes.get(.downloadRequested, of: path) == "1"
+                if let error = ExtendedAttributes.get(.downloadingError, of: path), !downloading {
                     progress.clear()
                     throw ExitMessage("download failed: \(error)")
                 }
                 if !downloading && !requested {
-                    try ExtendedAttributes.set("user.icloud.download", "1", of: path)
+                    try ExtendedAttributes.set(.download, "1", of: path)
                 }
                 progress.update(percent: percent)
                 try await Task.sleep(for: .milliseconds(100))
@@ -76,7 +77,7 @@ struct EvictCommand: AsyncParsableCommand {
     func run() async throws {
         try await arguments.forEach { path in
             do {
-                try ExtendedAttributes.set("user.icloud.evict", "1", of: path)
+                try ExtendedAttributes.set(.evict, "1", of: path)
             } catch let error as ExtendedAttributes.Failure where error.code == EBUSY {
                 throw ExitMessage("not evicted: it has changes not yet uploaded, or is open (icloudfs status shows which)")
             }
@@ -92,7 +93,7 @@ struct PinCommand: AsyncParsableCommand {
     @OptionGroup var arguments: PathArguments
 
     func run() async throws {
-        try await arguments.forEach { try ExtendedAttributes.set("user.icloud.isPinned", "1", of: $0) }
+        try await arguments.forEach { try ExtendedAttributes.set(.isPinned, "1", of: $0) }
     }
 }
 
@@ -104,7 +105,7 @@ struct UnpinCommand: AsyncParsableCommand {
     @OptionGroup var arguments: PathArguments
 
     func run() async throws {
-        try await arguments.forEach { try ExtendedAttributes.set("user.icloud.isPinned", "0", of: $0) }
+        try await arguments.forEach { try ExtendedAttributes.set(.isPinned, "0", of: $0) }
     }
 }
 

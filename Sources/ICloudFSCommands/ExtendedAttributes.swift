@@ -1,5 +1,6 @@
 import CFuse3
 import Foundation
+import SyncAttributes
 
 #if canImport(Glibc)
 import Glibc
@@ -36,8 +37,12 @@ enum ExtendedAttributes {
         var description: String { "cannot set \(name): \(String(cString: strerror(code)))" }
     }
 
+    static func get(_ attribute: SyncAttribute, of path: String) -> String? { get(attribute.name, of: path) }
+
+    static func set(_ attribute: SyncAttribute, _ value: String, of path: String) throws { try set(attribute.name, value, of: path) }
+
     /// Whether `path` is on an icloudfs mount (it answers `user.icloud.itemIdentifier`).
     static func isOnMount(_ path: String) -> Bool {
-        get("user.icloud.itemIdentifier", of: path) != nil
+        get(.itemIdentifier, of: path) != nil
     }
 }

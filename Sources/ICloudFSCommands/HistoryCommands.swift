@@ -1,6 +1,7 @@
 import ArgumentParser
 import ContainerFormat
 import Foundation
+import SyncAttributes
 import Replica
 
 #if canImport(Glibc)
@@ -59,7 +60,7 @@ struct RestoreCommand: AsyncParsableCommand {
         guard ExtendedAttributes.isOnMount(file) else { throw ExitMessage("\(file): not on an icloudfs mount") }
         if let name, name.contains("/") { throw ExitMessage("--as takes a name, not a path: \(name)") }
         do {
-            try ExtendedAttributes.set("user.icloud.restore", name.map { "\(version)\n\($0)" } ?? "\(version)", of: file)
+            try ExtendedAttributes.set(.restore, name.map { "\(version)\n\($0)" } ?? "\(version)", of: file)
         } catch let error as ExtendedAttributes.Failure {
             switch error.code {
             case EINVAL: throw ExitMessage("\(file): no version \(version) is kept (icloudfs versions \(file) lists them)")
@@ -74,7 +75,7 @@ struct RestoreCommand: AsyncParsableCommand {
 enum HistoryAttributes {
     static func versions(of file: String) throws -> [FileVersion] {
         guard ExtendedAttributes.isOnMount(file) else { throw ExitMessage("\(file): not on an icloudfs mount") }
-        guard let json = ExtendedAttributes.get("user.icloud.versions", of: file) else {
+        guard let json = ExtendedAttributes.get(.versions, of: file) else {
             throw ExitMessage("\(file): not a file (only files have versions)")
         }
         return try FormatCoding.decode([FileVersion].self, from: Data(json.utf8))
@@ -165,7 +166,7 @@ struct UndeleteCommand: AsyncParsableCommand {
             throw ExitMessage("\(target): nothing deleted is kept there (icloudfs deleted \(root) lists what is)")
         }
         do {
-            try ExtendedAttributes.set("user.icloud.undelete", name.map { "\(item.id)\n\($0)" } ?? item.id, of: root)
+            try ExtendedAttributes.set(.undelete, name.map { "\(item.id)\n\($0)" } ?? item.id, of: root)
         } catch let error as ExtendedAttributes.Failure {
             throw ExitMessage("\(target): \(error)")
         }
@@ -178,12 +179,12 @@ enum DeletedListing {
     /// The deleted items the mount at `mountRoot` keeps (at or below `path`).
     static func items(mountRoot: String, under path: String?) throws -> [DeletedItem] {
         let root = try self.mountRoot(of: mountRoot)
-        guard let cache = ExtendedAttributes.get("user.icloud.cacheFolder", of: root) else {
+        guard let cache = ExtendedAttributes.get(.cacheFolder, of: root) else {
             throw ExitMessage("\(mountRoot): not an icloudfs mount point")
         }
         let token = RandomID.make()
         let filter = path.map { $0.split(separator: "/").joined(separator: "/") }
-        try ExtendedAttributes.set("user.icloud.listDeleted", filter.map { "\(token)\n\($0)" } ?? token, of: root)
+        try ExtendedAttributes.set(.listDeleted, filter.map { "\(token)\n\($0)" } ?? token, of: root)
         let file = "\(cache)/listings/\(token).json"
         defer { try? FileManager.default.removeItem(atPath: file) }
         guard let data = FileManager.default.contents(atPath: file) else {
@@ -246,12 +247,12 @@ struct PolicyCommand: AsyncParsableCommand {
         }
         if !fields.isEmpty {
             do {
-                try ExtendedAttributes.set("user.icloud.policy", fields.joined(separator: " "), of: root)
+                try ExtendedAttributes.set(.policy, fields.joined(separator: " "), of: root)
             } catch let error as ExtendedAttributes.Failure {
                 throw ExitMessage("\(mountPoint): the policy was not set: \(error) (it needs the store)")
             }
         }
-        guard let shown = ExtendedAttributes.get("user.icloud.policy", of: root) else {
+        guard let shown = ExtendedAttributes.get(.policy, of: root) else {
             throw ExitMessage("\(mountPoint): not an icloudfs mount point")
         }
         let values = Dictionary(uniqueKeysWithValues: shown.split(separator: " ").compactMap { field -> (String, Int64)? in

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SyncAttributes
 import Replica
 
 /// `icloudfs monitor MOUNTPOINT`: one line per remote change as it arrives.
@@ -15,7 +16,7 @@ struct MonitorCommand: AsyncParsableCommand {
     var mountPoint: String
 
     func run() async throws {
-        guard let cache = ExtendedAttributes.get("user.icloud.cacheFolder", of: mountPoint) else {
+        guard let cache = ExtendedAttributes.get(.cacheFolder, of: mountPoint) else {
             throw ExitMessage("\(mountPoint) is not the root of an icloudfs mount")
         }
         guard let handle = FileHandle(forReadingAtPath: "\(cache)/events.jsonl") else {

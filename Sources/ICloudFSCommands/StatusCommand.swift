@@ -2,6 +2,7 @@ import ArgumentParser
 import Collection
 import ContainerFormat
 import Foundation
+import SyncAttributes
 
 /// `icloudfs status PATH...`: a table of sync states; for a folder, a summary and the items
 /// not fully synced (like `brctl status`).
@@ -23,7 +24,7 @@ struct StatusCommand: AsyncParsableCommand {
             }
             print(StatusTable.header)
             print(StatusTable.row(state))
-            if let usage = ExtendedAttributes.get("user.icloud.cacheUsage", of: path)?.split(separator: " ").compactMap({ UInt64($0) }),
+            if let usage = ExtendedAttributes.get(.cacheUsage, of: path)?.split(separator: " ").compactMap({ UInt64($0) }),
                 usage.count == 3
             {
                 print("cache: \(ProgressLine.bytes(usage[0])) downloaded of a \(ProgressLine.bytes(usage[2])) bound; \(ProgressLine.bytes(usage[1])) pinned, open or not uploaded")
@@ -32,7 +33,7 @@ struct StatusCommand: AsyncParsableCommand {
                 }
             }
             // Only on the mount root (it lists the store).
-            if let json = ExtendedAttributes.get("user.icloud.storeUsage", of: path),
+            if let json = ExtendedAttributes.get(.storeUsage, of: path),
                 let usage = try? FormatCoding.decode(StoreUsage.self, from: Data(json.utf8))
             {
                 CollectCommand.printUsage(usage, prefix: "store")
@@ -55,36 +56,36 @@ struct StatusCommand: AsyncParsableCommand {
 /// The `user.icloud.*` attributes of one path.
 struct ItemSyncState {
     let path: String
-    let values: [String: String]
+    let values: [SyncAttribute: String]
 
     init?(path: String) {
-        var values: [String: String] = [:]
-        for name in [
-            "isDownloaded", "downloadingStatus", "isDownloading", "percentDownloaded", "isUploaded", "isUploading",
-            "percentUploaded", "hasUnresolvedConflicts", "downloadingError", "uploadingError", "isPinned",
-        ] {
-            values[name] = ExtendedAttributes.get("user.icloud.\(name)", of: path)
+        var values: [SyncAttribute: String] = [:]
+        for attribute in SyncAttribute.state where attribute != .itemIdentifier && attribute != .downloadRequested {
+            values[attribute] = ExtendedAttributes.get(attribute, of: path)
         }
-        guard values["isUploaded"] != nil else { return nil }
+        guard values[.isUploaded] != nil else { return nil }
         self.path = path
         self.values = values
     }
 
-    var isUploaded: Bool { values["isUploaded"] == "1" }
-    var isSynced: Bool { isUploaded && values["isDownloaded"] == "1" && values["hasUnresolvedConflicts"] != "1" }
+    var isUploaded: Bool { SyncAttributeValue.flag(values[.isUploaded]) == true }
+    var isSynced: Bool {
+        isUploaded && SyncAttributeValue.flag(values[.isDownloaded]) == true
+            && SyncAttributeValue.flag(values[.hasUnresolvedConflicts]) != true
+    }
 }
 
 enum StatusTable {
     static let header = pad("DOWNLOAD", 14) + pad("%", 6) + pad("UPLOAD", 10) + pad("%", 6) + pad("CONFLICT", 9) + "PATH"
 
     static func row(_ state: ItemSyncState) -> String {
-        let download = state.values["isDownloading"] == "1" ? "downloading" : state.values["downloadingStatus"] ?? "?"
+        let download = state.values[.isDownloading] == "1" ? "downloading" : state.values[.downloadingStatus] ?? "?"
         let upload = state.isUploaded ? "uploaded" : "pending"
-        var line = pad(download, 14) + pad(state.values["percentDownloaded"] ?? "?", 6) + pad(upload, 10)
-            + pad(state.values["percentUploaded"] ?? "?", 6) + pad(state.values["hasUnresolvedConflicts"] == "1" ? "yes" : "-", 9)
+        var line = pad(download, 14) + pad(state.values[.percentDownloaded] ?? "?", 6) + pad(upload, 10)
+            + pad(state.values[.percentUploaded] ?? "?", 6) + pad(state.values[.hasUnresolvedConflicts] == "1" ? "yes" : "-", 9)
             + state.path
-        for key in ["downloadingError", "uploadingError"] {
-            if let error = state.values[key] { line += "\n    \(key): \(error)" }
+        for attribute in [SyncAttribute.downloadingError, .uploadingError] {
+            if let error = state.values[attribute] { line += "\n    \(attribute.rawValue): \(error)" }
         }
         return line
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SyncAttributes
 
 /// `icloudfs sync [--wait] [--timeout D] MOUNTPOINT`
 struct SyncCommand: AsyncParsableCommand {
@@ -24,22 +25,22 @@ struct SyncCommand: AsyncParsableCommand {
         guard ExtendedAttributes.isOnMount(mountPoint) else {
             throw ExitMessage("\(mountPoint): not on an icloudfs mount")
         }
-        try ExtendedAttributes.set("user.icloud.sync", "1", of: mountPoint)
+        try ExtendedAttributes.set(.sync, "1", of: mountPoint)
         guard wait else { return }
         let deadline = ContinuousClock.now + MountOptions.duration(timeout)!
         func notUploaded() -> String {
             StatusWalker(root: mountPoint).unsynced(limit: 20).filter { !$0.isUploaded }.map(\.path).joined(separator: ", ")
         }
         while ContinuousClock.now < deadline {
-            if ExtendedAttributes.get("user.icloud.isUploaded", of: mountPoint) == "1" {
+            if ExtendedAttributes.get(.isUploaded, of: mountPoint) == "1" {
                 // The queue is empty, but a file whose cached bytes were lost before they
                 // were uploaded went without them: that is not a success.
-                guard let error = ExtendedAttributes.get("user.icloud.uploadingError", of: mountPoint) else { return }
+                guard let error = ExtendedAttributes.get(.uploadingError, of: mountPoint) else { return }
                 throw ExitMessage("everything queued was pushed, but not all of it reached the store (\(error)): \(notUploaded())")
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        let error = ExtendedAttributes.get("user.icloud.uploadingError", of: mountPoint).map { " (\($0))" } ?? ""
+        let error = ExtendedAttributes.get(.uploadingError, of: mountPoint).map { " (\($0))" } ?? ""
         throw ExitMessage("not everything was uploaded within \(timeout)\(error); still waiting: \(notUploaded())")
     }
 }
