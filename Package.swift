@@ -154,6 +154,14 @@ let package = Package(
             dependencies: ["BlobStoreS3", "BlobStore", "Replica", "ContainerFormat", "TestSupport", "icloudfs-testhelper"]),
         .testTarget(name: "ContainerFormatTests", dependencies: ["ContainerFormat", "Collection", "TestSupport"]),
         .testTarget(name: "ICloudFSCommandsTests", dependencies: ["ICloudFSCommands"]),
+        // The adapter's pure parts: the errno mapping, the inode and handle tables.
+        .testTarget(
+            name: "FuseAdapterTests",
+            dependencies: [
+                "FuseAdapter", "Replica", "ContainerFormat", "BlobStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]),
         // Every decoder of untrusted bytes as a fuzz target (Scripts/fuzz), and its corpus replayed.
         .target(name: "FuzzTargets", dependencies: ["ContainerFormat", "Replica", "BlobStoreS3"], path: "Tests/Fuzz/Targets"),
         .executableTarget(name: "icloudfs-fuzz", dependencies: ["FuzzTargets", "CLinux"], path: "Tests/Fuzz/Main"),

@@ -60,7 +60,7 @@ public struct MountOptions: Sendable, Equatable {
                 try handler(&self, Given(option: option, name: name, value: value))
             } else if MountOptions.kernelFlagNames.contains(name) && value == nil {
                 kernelFlags.append(name)
-            } else if !(MountOptions.ignored.contains(name) || name.hasPrefix("x-") || name.hasPrefix("comment=")) {
+            } else if !(MountOptions.ignored.contains(name) || name.hasPrefix("x-") || name == "comment") {
                 throw .unknown(name)
             }
         }

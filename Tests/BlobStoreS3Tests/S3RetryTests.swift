@@ -169,14 +169,28 @@ struct S3RetryTests {
     @Test("backoff delays grow exponentially and stay within the cap")
     func backoff() {
         let policy = S3RetryPolicy(maximumAttempts: 10, baseDelay: .milliseconds(100), maximumDelay: .seconds(2))
-        var random = SeededRandom(seed: 7)
+        let seed: UInt64 = 7
+        print("backoff: seed \(seed)")
+        var random = SeededRandom(seed: seed)
+        var previousCap = Duration.zero
         for attempt in 1...10 {
+            // 100 ms, 200, 400, 800, 1600, then the 2 s cap.
             let cap = min(Duration.seconds(2), .milliseconds(100) * (1 << (attempt - 1)))
-            for _ in 0..<50 {
-                let delay = policy.delay(afterAttempt: attempt, using: &random)
-                #expect(delay >= .zero && delay <= cap)
-            }
+            let delays = (0..<200).map { _ in policy.delay(afterAttempt: attempt, using: &random) }
+            #expect(delays.allSatisfy { $0 >= .zero && $0 <= cap }, "attempt \(attempt): outside 0...\(cap)")
+            // Uniform over 0...cap ("full jitter"): 200 draws reach past three quarters of it
+            // (all below would be a 4^-200 chance) and average about half. A delay that stays
+            // zero, constant or grows slower than doubling fails here.
+            let largest = delays.max()!
+            let mean = delays.map { $0 / cap }.reduce(0, +) / Double(delays.count)
+            #expect(largest > cap * 0.75, "attempt \(attempt): largest \(largest) of cap \(cap)")
+            #expect(mean > 0.4 && mean < 0.6, "attempt \(attempt): mean \(mean) of cap \(cap)")
+            // Each doubling shows: this attempt waits longer than the last one ever could.
+            if cap > previousCap { #expect(largest > previousCap, "attempt \(attempt)") }
+            previousCap = cap
         }
+        #expect(policy.delay(afterAttempt: 40, using: &random) <= .seconds(2))
+        #expect(S3RetryPolicy(baseDelay: .zero).delay(afterAttempt: 3, using: &random) == .zero)
         #expect(S3RetryPolicy.isRetryable(status: 503, code: "SlowDown"))
         #expect(S3RetryPolicy.isRetryable(status: 429, code: nil))
         #expect(S3RetryPolicy.isRetryable(status: 400, code: "RequestTimeout"))

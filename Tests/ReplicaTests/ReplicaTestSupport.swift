@@ -3,6 +3,7 @@ import ContainerFormat
 import Foundation
 import Logging
 import Replica
+import Synchronization
 import SystemPackage
 import TestSupport
 
@@ -66,4 +67,54 @@ extension Replica {
     func names(_ path: String = "") throws -> [String] {
         try list(try id(path)).map(\.name)
     }
+}
+
+/// A directory store that serves at once only the chunks `servedAtOnce` names: a get of any
+/// other chunk waits until `release()` (or `hold` passes, so that a read that wants it fails
+/// its test instead of hanging). Records every chunk it served, in order. It cannot open
+/// objects locally, so every chunk a replica downloads goes through `get`.
+final class GatedChunkStore: BlobStore {
+    let base: DirectoryStore
+    let servedAtOnce: Set<BlobKey>
+    let hold: Duration
+    private let state = Mutex<(released: Bool, served: [BlobKey])>((false, []))
+
+    init(_ base: DirectoryStore, servedAtOnce: Set<BlobKey>, hold: Duration = .seconds(10)) {
+        self.base = base
+        self.servedAtOnce = servedAtOnce
+        self.hold = hold
+    }
+
+    /// The chunks served so far, in the order they were.
+    var served: [BlobKey] { state.withLock { $0.served } }
+
+    func release() { state.withLock { $0.released = true } }
+
+    var location: String { base.location }
+
+    func get(_ key: BlobKey, maximumSize: UInt64) async throws -> Data {
+        let isChunk = key.rawValue.contains("/chunks/")
+        if isChunk, !servedAtOnce.contains(key) {
+            let deadline = ContinuousClock.now + hold
+            while !state.withLock({ $0.released }), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        let data = try await base.get(key, maximumSize: maximumSize)
+        if isChunk { state.withLock { $0.served.append(key) } }
+        return data
+    }
+
+    /// Not how chunks are read (were they, `served` would miss them and tests using it fail).
+    func get(_ key: BlobKey, range: Range<UInt64>) async throws -> Data {
+        try await base.get(key, range: range)
+    }
+
+    func size(of key: BlobKey) async throws -> UInt64? { try await base.size(of: key) }
+    func putIfAbsent(_ key: BlobKey, data: Data) async throws { try await base.putIfAbsent(key, data: data) }
+    func put(_ key: BlobKey, data: Data) async throws { try await base.put(key, data: data) }
+    func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [StoredObject] {
+        try await base.list(prefix: prefix, after: after, limit: limit)
+    }
+    func delete(_ key: BlobKey) async throws { try await base.delete(key) }
 }

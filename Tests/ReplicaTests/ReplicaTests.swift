@@ -63,18 +63,48 @@ struct ReplicaTests {
         let data = random.data(count: 12_000_000)
         try await a.writeFile("f", data)
         try await a.push()
-        let b = try await devices.open("b")
+        // The file's chunks and where each lies (cut as the container cuts: checked against
+        // the chunks in the store), and those the read touches.
+        var chunks: [(range: Range<Int>, key: BlobKey)] = []
+        var offset = 0
+        for length in data.withUnsafeBytes({ Chunker().chunkLengths(of: $0) }) {
+            let range = offset..<offset + length
+            offset += length
+            let hex = ChunkHash(of: data[range]).hex
+            chunks.append((range, try BlobKey("\(devices.container)/chunks/\(hex.prefix(2))/\(hex)")))
+        }
+        let stored = Set(devices.chunkFiles().map { String($0.split(separator: "/").last!) })
+        try #require(Set(chunks.map { String($0.key.rawValue.split(separator: "/").last!) }) == stored)
+        let wanted = 6_000_000..<6_004_096
+        let touched = chunks.filter { $0.range.overlaps(wanted) }
+        try #require((1...2).contains(touched.count) && chunks.count >= 6, "\(touched.count) of \(chunks.count) chunks")
+        // Chunks the read does not touch wait until the read has returned.
+        let store = GatedChunkStore(devices.store, servedAtOnce: Set(touched.map(\.key)))
+        let b = try await Replica.open(
+            ReplicaConfiguration(container: devices.container, cacheDirectory: devices.folder.sub("cache-b"), deviceName: "b"),
+            store: store, logger: quietLogger)
         let id = try b.id("f")
         let file = try await b.open(id, write: false, truncate: false)
-        let piece = try await b.read(file, offset: 6_000_000, count: 4096)
-        #expect(piece == data[6_000_000..<6_004_096])
+        let piece = try await b.read(file, offset: UInt64(wanted.lowerBound), count: wanted.count)
+        let servedBeforeReturn = store.served
+        let stateBeforeReturn = try b.syncState(of: id)
+        store.release()
+        #expect(piece == data[wanted])
+        // When the read returned, the store had served the chunks it touches, each once, and
+        // nothing else; the device held those bytes and no others.
+        #expect(servedBeforeReturn.sorted() == touched.map(\.key).sorted())
+        let touchedBytes = touched.map(\.range.count).reduce(0, +)
+        #expect(abs(stateBeforeReturn.percentDownloaded - Double(touchedBytes) * 100 / Double(data.count)) < 0.001)
+        #expect(!stateBeforeReturn.isDownloaded)
         // The rest follows in the background.
         let deadline = ContinuousClock.now + .seconds(20)
         while try b.syncState(of: id).percentDownloaded < 100, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
         #expect(try b.syncState(of: id).isDownloaded)
+        #expect(Set(store.served) == Set(chunks.map(\.key)))
         try b.close(file)
+        #expect(try await b.readFile("f") == data)
     }
 
     @Test("a 4 KiB edit in a 20 MB file uploads only a chunk or two")
