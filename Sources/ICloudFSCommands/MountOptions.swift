@@ -42,6 +42,8 @@ public struct MountOptions: Sendable, Equatable {
     /// Options mount(8) passes through that mean nothing to a FUSE filesystem.
     static let ignored: Set<String> = [
         "rw", "defaults", "auto", "noauto", "user", "nouser", "users", "nofail", "_netdev", "async",
+        // What /proc/mounts shows of a FUSE mount, which mount(8) passes back on a remount.
+        "user_id", "group_id", "max_read", "blksize",
     ]
 
     /// Options that are the kernel's own mount flags, handed to it as they are (`noexec`

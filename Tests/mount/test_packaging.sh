@@ -46,6 +46,7 @@ test_debian_package_installs_mounts_and_removes_cleanly() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" > "$T/apt.log" 2>&1 || { cat "$T/apt.log"; return 1; }
     test -x /usr/bin/icloudfs
     assert_eq "$(readlink -f /usr/sbin/mount.icloudfs)" /usr/bin/icloudfs
+    assert_eq "$(readlink -f /usr/sbin/mount.fuse.icloudfs)" /usr/bin/icloudfs
     # Nothing of the toolchain is needed: with /opt/swift empty (in a mount namespace of its
     # own), it mounts, writes, reads and unmounts.
     mkdir -p "$T/hidden"
