@@ -367,7 +367,14 @@ extension FuseFileSystem {
         // Offset 0 after the listing was read is `rewinddir` (or a seek to the start): POSIX
         // has it show the folder as it is now, as a new `opendir` would.
         if offset == 0 && listing.wasRead {
-            do { listing = try self.listing(of: parent) } catch { return request.error(error) }
+            do {
+                listing = try self.listing(of: parent)
+            } catch ReplicaError.notFound {
+                // Removed since: it lists nothing, as a removed folder does on ext4.
+                return request.buffer(UnsafeRawBufferPointer(start: nil, count: 0))
+            } catch {
+                return request.error(error)
+            }
         }
         if !listing.wasRead {
             listing.wasRead = true

@@ -36,9 +36,26 @@ libc.closedir(handle)
 missing = [f"new{i}" for i in range(200) if f"new{i}" not in after]
 assert not missing, f"{len(missing)} of 200 files made before rewinddir are missing"
 assert after.count(".") == 1 and after.count("..") == 1, after
+# A folder removed while open lists nothing after rewinddir, as on ext4 (no error).
+os.mkdir(folder + "/gone")
+handle = libc.opendir((folder + "/gone").encode())
+assert sorted(e.name.decode() for e in names(handle)) == [".", ".."]
+os.rmdir(folder + "/gone")
+libc.rewinddir(handle)
+ctypes.set_errno(0)
+assert names(handle) == [] and ctypes.get_errno() == 0, ctypes.get_errno()
+libc.closedir(handle)
 PY
     assert_eq "$(ls -a "$T/a" | head -n 2 | tr '\n' ' ')" ". .. " "ls -a of the mount root"
     assert_eq "$(find "$T/a/d" | wc -l)" 202 "find does not walk . or .."
+    mkdir "$T/local" && cd "$T/local" && mkdir d && python3 -c "
+import ctypes, ctypes.util, os
+libc = ctypes.CDLL(ctypes.util.find_library('c'), use_errno=True)
+libc.opendir.restype = ctypes.c_void_p; libc.readdir.restype = ctypes.c_void_p
+libc.readdir.argtypes = libc.rewinddir.argtypes = libc.closedir.argtypes = [ctypes.c_void_p]
+h = libc.opendir(b'd'); libc.readdir(h); os.rmdir('d'); libc.rewinddir(h)
+ctypes.set_errno(0); assert not libc.readdir(h) and ctypes.get_errno() == 0, 'ext4 lists a removed folder'
+"
 }
 
 # fstat of an open folder replaced by a rename (dirA over an empty dirB) works, link count
