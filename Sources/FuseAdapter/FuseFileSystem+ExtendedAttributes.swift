@@ -10,7 +10,7 @@ import SyncAttributes
 /// `security.*`, and POSIX ACLs with `-o acl`: stored and synced).
 extension FuseFileSystem {
     /// Attributes that are actions: writing them does something (`SyncAttribute`).
-    static let actions: Set<SyncAttribute> = [.download, .evict, .isPinned, .sync, .restore, .listDeleted, .undelete, .collect]
+    static let actions: Set<SyncAttribute> = [.download, .evict, .isPinned, .sync, .restore, .undelete]
 
     /// Whether this mount keeps attribute `name`. SELinux labels are not: SELinux labels a
     /// FUSE mount as a whole, never per file, and saying ENOTSUP for them (and for ACLs
@@ -158,40 +158,6 @@ extension FuseFileSystem {
         }
     }
 
-    /// Starts `icloudfs gc`'s collection: `listings/TOKEN.gc` in the cache folder gets a
-    /// line per step ("step TEXT"), then "done JSON" or "failed MESSAGE". False if one runs.
-    private func startCollection(token: String, dryRun: Bool) throws -> Bool {
-        let path = try listingPath(token: token, suffix: "gc")
-        guard FileManager.default.createFile(atPath: path, contents: nil) else {
-            throw ReplicaError.local("cannot create \(path)")
-        }
-        let report = LineFile(path: path)
-        return replica.startCollection(dryRun: dryRun, progress: { report.say("step \($0)") }) { result in
-            switch result {
-            case .success(let result): report.say("done " + String(decoding: FormatCoding.encode(result), as: UTF8.self))
-            case .failure(let error): report.say("failed \(error)")
-            }
-            report.close()
-        }
-    }
-
-    /// `listings/TOKEN.SUFFIX` in the cache folder (made if missing).
-    private func listingPath(token: String, suffix: String) throws -> String {
-        guard !token.isEmpty, token.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" }) else {
-            throw ReplicaError.invalidArgument("a listing token is letters, digits and '-'")
-        }
-        let folder = "\(replica.configuration.cacheDirectory)/listings"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        return "\(folder)/\(token).\(suffix)"
-    }
-
-    /// The deleted items as JSON in the cache folder's `listings/TOKEN.json` (written whole,
-    /// then renamed into place).
-    private func writeDeletedListing(token: String, under path: String?) throws {
-        let data = FormatCoding.encode(replica.deletedItems(under: path))
-        try data.write(to: URL(fileURLWithPath: try listingPath(token: token, suffix: "json")), options: .atomic)
-    }
-
     private func act(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ value: Data) {
         guard let action = SyncAttribute(name: name), Self.actions.contains(action) else {
             // The other user.icloud.* attributes report state; they cannot be written.
@@ -211,23 +177,11 @@ extension FuseFileSystem {
                 try replica.restore(item, version: seq, as: name)
                 // The kernel may hold pages of the version replaced.
                 if name == nil { kernel.invalidateInodeAndWait(inode) }
-            case .listDeleted, .undelete:
+            case .undelete:
                 guard item == .root else { return request.error(EINVAL) }
                 let lines = value.split(separator: UInt8(ascii: "\n"), maxSplits: 1, omittingEmptySubsequences: false)
                 let first = String(decoding: lines[0], as: UTF8.self)
-                let second = lines.count > 1 ? NameBytes.string(lines[1]) : nil
-                if action == .undelete {
-                    _ = try replica.undelete(ItemID(first), as: second)
-                } else {
-                    try writeDeletedListing(token: first, under: second)
-                }
-            case .collect:
-                guard item == .root else { return request.error(EINVAL) }
-                let lines = String(decoding: value, as: UTF8.self).split(separator: "\n").map(String.init)
-                guard let token = lines.first else { return request.error(EINVAL) }
-                guard try startCollection(token: token, dryRun: lines.dropFirst().contains("dry")) else {
-                    return request.error(EBUSY)
-                }
+                _ = try replica.undelete(ItemID(first), as: lines.count > 1 ? NameBytes.string(lines[1]) : nil)
             case .evict:
                 try replica.evict(item)
             case .isPinned:
@@ -240,29 +194,6 @@ extension FuseFileSystem {
                 return request.error(EPERM)  // not in `actions`
             }
             request.ok()
-        }
-    }
-}
-
-/// A file that lines are appended to from any thread.
-private final class LineFile: Sendable {
-    private let handle: Mutex<FileHandle?>
-
-    init(path: String) {
-        handle = Mutex(FileHandle(forWritingAtPath: path))
-    }
-
-    func say(_ line: String) {
-        handle.withLock { handle in
-            handle?.seekToEndOfFile()
-            handle?.write(Data((line.replacingOccurrences(of: "\n", with: " ") + "\n").utf8))
-        }
-    }
-
-    func close() {
-        handle.withLock { handle in
-            try? handle?.close()
-            handle = nil
         }
     }
 }

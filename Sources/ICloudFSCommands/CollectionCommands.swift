@@ -56,38 +56,21 @@ struct CollectCommand: AsyncParsableCommand {
         print("\(prefix): \(bytes(usage.liveBytes)) live, \(bytes(usage.historyBytes)) history, \(bytes(usage.collectableBytes)) collectable, \(bytes(usage.journalBytes)) journal (\(usage.journalEntries) \(usage.journalEntries == 1 ? "entry" : "entries"))")
     }
 
-    /// The mount's daemon collects; its steps come through a file in its cache folder.
+    /// The mount's daemon collects; its steps come over the control channel.
     private func throughMount() async throws -> CollectionResult {
         let root = try DeletedListing.mountRoot(of: target)
-        guard let cache = ExtendedAttributes.get(.cacheFolder, of: root) else {
-            throw ExitMessage("\(target): not an icloudfs mount point")
-        }
-        let token = RandomID.make()
-        do {
-            try ExtendedAttributes.set(.collect, dryRun ? "\(token)\ndry" : token, of: root)
-        } catch let error as ExtendedAttributes.Failure {
-            throw ExitMessage("\(target): collection not started: \(error)")
-        }
-        let file = "\(cache)/listings/\(token).gc"
-        defer { try? FileManager.default.removeItem(atPath: file) }
-        var shown = 0
-        while true {
-            let lines = (FileManager.default.contents(atPath: file).map { String(decoding: $0, as: UTF8.self) } ?? "")
-                .split(separator: "\n").map(String.init)
-            for line in lines.dropFirst(shown) {
-                if line.hasPrefix("step ") { step(String(line.dropFirst(5))) }
-                if line.hasPrefix("done ") {
-                    clearStep()
-                    return try FormatCoding.decode(CollectionResult.self, from: Data(line.dropFirst(5).utf8))
-                }
-                if line.hasPrefix("failed ") {
-                    clearStep()
-                    throw ExitMessage("\(target): collection failed: \(line.dropFirst(7))")
-                }
+        let client = try ControlClient(mountRoot: root)
+        try client.send(.collect(dryRun: dryRun))
+        defer { clearStep() }
+        while let answer = client.next() {
+            switch answer {
+            case .step(let text): step(text)
+            case .result(let json): return try FormatCoding.decode(CollectionResult.self, from: json)
+            case .failed(let message): throw ExitMessage("\(target): collection failed: \(message)")
+            case .change: continue
             }
-            shown = lines.count
-            try await Task.sleep(for: .milliseconds(200))
         }
+        throw ExitMessage("\(target): the mount ended before the collection did")
     }
 
     private func inProcess() async throws -> CollectionResult {

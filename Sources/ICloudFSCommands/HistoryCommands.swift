@@ -179,18 +179,13 @@ enum DeletedListing {
     /// The deleted items the mount at `mountRoot` keeps (at or below `path`).
     static func items(mountRoot: String, under path: String?) throws -> [DeletedItem] {
         let root = try self.mountRoot(of: mountRoot)
-        guard let cache = ExtendedAttributes.get(.cacheFolder, of: root) else {
-            throw ExitMessage("\(mountRoot): not an icloudfs mount point")
+        let client = try ControlClient(mountRoot: root)
+        try client.send(.deleted(under: path.map { $0.split(separator: "/").joined(separator: "/") }))
+        switch client.next() {
+        case .result(let json)?: return try FormatCoding.decode([DeletedItem].self, from: json)
+        case .failed(let message)?: throw ExitMessage("\(mountRoot): \(message)")
+        default: throw ExitMessage("\(mountRoot): the mount gave no listing")
         }
-        let token = RandomID.make()
-        let filter = path.map { $0.split(separator: "/").joined(separator: "/") }
-        try ExtendedAttributes.set(.listDeleted, filter.map { "\(token)\n\($0)" } ?? token, of: root)
-        let file = "\(cache)/listings/\(token).json"
-        defer { try? FileManager.default.removeItem(atPath: file) }
-        guard let data = FileManager.default.contents(atPath: file) else {
-            throw ExitMessage("\(mountRoot): the mount wrote no listing (is \(cache) readable?)")
-        }
-        return try FormatCoding.decode([DeletedItem].self, from: data)
     }
 
     /// The mount point holding `path` (or the nearest existing folder above it).

@@ -16,31 +16,20 @@ struct MonitorCommand: AsyncParsableCommand {
     var mountPoint: String
 
     func run() async throws {
-        guard let cache = ExtendedAttributes.get(.cacheFolder, of: mountPoint) else {
+        guard ExtendedAttributes.get(.cacheFolder, of: mountPoint) != nil else {
             throw ExitMessage("\(mountPoint) is not the root of an icloudfs mount")
         }
-        guard let handle = FileHandle(forReadingAtPath: "\(cache)/events.jsonl") else {
-            throw ExitMessage("cannot read the change log in \(cache)")
-        }
-        _ = try handle.seekToEnd()
-        var pending = Data()
-        while ExtendedAttributes.isOnMount(mountPoint) {
-            let data = handle.readDataToEndOfFile()
-            if data.isEmpty {
-                try await Task.sleep(for: .milliseconds(100))
-                continue
-            }
-            pending += data
-            while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = pending[pending.startIndex..<newline]
-                pending = Data(pending[(newline + 1)...])
-                // Written straight to the file descriptor: unbuffered, so a pipe sees each line.
-                if json {
-                    FileHandle.standardOutput.write(Data(line) + Data("\n".utf8))
-                } else if let event = try? JSONDecoder().decode(ChangeEvent.self, from: line) {
-                    let text = "\(event.time)  \(event.kind.padding(toLength: 10, withPad: " ", startingAt: 0)) \(event.path)  (\(event.device))\n"
-                    FileHandle.standardOutput.write(Data(text.utf8))
-                }
+        let client = try ControlClient(mountRoot: mountPoint)
+        try client.send(.changes)
+        // Until the mount ends (the daemon closes the channel) or Ctrl-C.
+        while let answer = client.next() {
+            guard case .change(let json) = answer else { continue }
+            // Written straight to the file descriptor: unbuffered, so a pipe sees each line.
+            if self.json {
+                FileHandle.standardOutput.write(json + Data("\n".utf8))
+            } else if let event = try? JSONDecoder().decode(ChangeEvent.self, from: json) {
+                let text = "\(event.time)  \(event.kind.padding(toLength: 10, withPad: " ", startingAt: 0)) \(event.path)  (\(event.device))\n"
+                FileHandle.standardOutput.write(Data(text.utf8))
             }
         }
     }

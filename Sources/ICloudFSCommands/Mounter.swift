@@ -100,6 +100,15 @@ struct Mounter {
             throw ExitMessage("\(error)")
         }
         replica.start()
+        // The commands' channel (deleted, gc, monitor); the mount works without it.
+        let control: ControlServer?
+        do {
+            control = try ControlServer(replica: replica, cache: cache, logger: logger)
+            control?.start()
+        } catch {
+            control = nil
+            logger.warning("\(error); icloudfs deleted, gc and monitor will not reach this mount")
+        }
         logger.info("mounted \(container) at \(mountPoint) (cache \(cache))")
         if reportReady { Daemon.reportReady() }
         SystemdNotify.send("READY=1\nSTATUS=\(container) mounted at \(mountPoint)")
@@ -112,6 +121,7 @@ struct Mounter {
             thread.start()
         }
         SystemdNotify.send("STOPPING=1\nSTATUS=saving the queue of \(container)")
+        control?.stop()
         await replica.stop()
         let pending = replica.pendingChangeCount
         logger.info("unmounted \(mountPoint)\(pending > 0 ? "; \(pending) change(s) stay queued for the next mount" : "")")

@@ -1,7 +1,8 @@
 import ContainerFormat
 import Foundation
+import Synchronization
 
-/// One remote change as `icloudfs monitor` shows it: a line of `CACHE/events.jsonl`.
+/// One remote change as `icloudfs monitor` shows it.
 public struct ChangeEvent: Codable, Sendable {
     public var time: String
     /// created, modified, attributes, moved, deleted, conflict
@@ -11,19 +12,27 @@ public struct ChangeEvent: Codable, Sendable {
     public var item: String
 }
 
-/// Remote changes as they arrive, one JSON object per line in `CACHE/events.jsonl`, which
-/// `icloudfs monitor` follows (like NSMetadataQuery / `brctl monitor`).
-struct EventLog: Sendable {
-    let path: String
-
+/// Remote changes as they arrive, handed to whoever follows them (`icloudfs monitor`, through
+/// the mount's control channel), like NSMetadataQuery / `brctl monitor`. Nothing is kept:
+/// a follower sees the changes that arrive while it follows.
+final class EventLog: Sendable {
     typealias Event = ChangeEvent
+    typealias Follower = @Sendable ([Event]) -> Void
 
-    /// Starts a new log for this mount (the previous one is kept as `.1`).
-    init(folder: String) {
-        path = "\(folder)/events.jsonl"
-        try? FileManager.default.removeItem(atPath: path + ".1")
-        try? FileManager.default.moveItem(atPath: path, toPath: path + ".1")
-        _ = FileManager.default.createFile(atPath: path, contents: nil)
+    private let followers = Mutex<(next: Int, all: [Int: Follower])>((0, [:]))
+
+    /// Calls `follower` with each later batch of events (on the sync loop's thread: it must
+    /// not block); returns the number that `unfollow` takes.
+    func follow(_ follower: @escaping Follower) -> Int {
+        followers.withLock { followers in
+            defer { followers.next += 1 }
+            followers.all[followers.next] = follower
+            return followers.next
+        }
+    }
+
+    func unfollow(_ number: Int) {
+        _ = followers.withLock { $0.all.removeValue(forKey: number) }
     }
 
     /// The events one applied journal entry stands for.
@@ -49,17 +58,19 @@ struct EventLog: Sendable {
     }
 
     func append(_ events: [Event]) {
-        guard !events.isEmpty, let handle = FileHandle(forWritingAtPath: path) else { return }
-        defer { try? handle.close() }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        var data = Data()
-        for event in events {
-            guard let line = try? encoder.encode(event) else { continue }
-            data.append(line)
-            data.append(UInt8(ascii: "\n"))
-        }
-        _ = try? handle.seekToEnd()
-        try? handle.write(contentsOf: data)
+        guard !events.isEmpty else { return }
+        for follower in followers.withLock({ Array($0.all.values) }) { follower(events) }
+    }
+}
+
+extension Replica {
+    /// Calls `follower` with each batch of remote changes as it is applied, until
+    /// `stopFollowingChanges` with the number returned.
+    public func followChanges(_ follower: @escaping @Sendable ([ChangeEvent]) -> Void) -> Int {
+        events.follow(follower)
+    }
+
+    public func stopFollowingChanges(_ number: Int) {
+        events.unfollow(number)
     }
 }

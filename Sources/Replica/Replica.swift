@@ -95,7 +95,7 @@ public final class Replica: Sendable {
         self.logger = logger
         let chunker = Chunker(identity.chunking)
         self.chunker = chunker
-        events = EventLog(folder: configuration.cacheDirectory)
+        events = EventLog()
         do {
             let loaded = try database.write { db -> (ReplicaState, String) in
                 var deviceID = try database.meta("deviceID", db)

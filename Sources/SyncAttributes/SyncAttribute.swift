@@ -29,19 +29,14 @@ public enum SyncAttribute: String, CaseIterable, Sendable {
     case sync
     /// "SEQ", or "SEQ" and a line with a new name: restore that version (`icloudfs restore`).
     case restore
-    /// On the mount root: "TOKEN", or "TOKEN" and a line with a path: writes the deleted
-    /// items (at or below the path) as JSON to `listings/TOKEN.json` in the cache folder.
-    case listDeleted
     /// On the mount root: "ID", or "ID" and a line with a new name (`icloudfs undelete`).
     case undelete
-    /// On the mount root: "TOKEN", or "TOKEN" and a line "dry" (`icloudfs gc`): progress and
-    /// result go to `listings/TOKEN.gc` in the cache folder.
-    case collect
 
     // Asked by name only, never listed.
     /// On the mount root: "DOWNLOADED_BYTES UNEVICTABLE_BYTES BOUND" (`icloudfs status`).
     case cacheUsage
-    /// On the mount root: the cache folder (`icloudfs monitor` follows its `events.jsonl`).
+    /// On the mount root: the cache folder (where the commands find the mount's control
+    /// channel, `control.sock`).
     case cacheFolder
     /// A file's live conflict copies, one name per line.
     case conflictCopies

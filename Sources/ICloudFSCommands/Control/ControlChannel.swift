@@ -1,0 +1,142 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How the commands talk to a mount's daemon, beyond the `user.icloud.*` attributes: a Unix
+/// socket, `control.sock` in the cache folder (so only the cache's owner reaches it). A
+/// command connects, sends one request line and reads answer lines until the daemon closes
+/// the connection (or, following changes, until either side hangs up).
+enum ControlChannel {
+    static func socketPath(cache: String) -> String { "\(cache)/control.sock" }
+
+    /// Runs `body` with the address of `control.sock` in `cache`, named through an open
+    /// descriptor of the folder (`/proc/self/fd/N/control.sock`): a socket's path may not be
+    /// longer than 107 bytes, and a cache folder's often is.
+    static func withAddress<T>(cache: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> T) throws -> T {
+        let folder = open(cache, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard folder >= 0 else { throw ExitMessage("cannot open \(cache): \(String(cString: strerror(errno)))") }
+        defer { close(folder) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let path = Array("/proc/self/fd/\(folder)/control.sock".utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: path) }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+    }
+
+    /// What a command asks.
+    enum Request: Equatable {
+        /// The deleted items kept (at or below a path of the mount): one `result`.
+        case deleted(under: String?)
+        /// A collection of the container: `step`s, then a `result` or `failed`.
+        case collect(dryRun: Bool)
+        /// Remote changes as they arrive: a `change` each, for as long as the command listens.
+        case changes
+
+        /// One line: the request's name, and a tab and its argument where it has one.
+        var line: String {
+            switch self {
+            case .deleted(let path): "deleted" + (path.map { "\t\($0)" } ?? "")
+            case .collect(let dryRun): dryRun ? "collect\tdry" : "collect"
+            case .changes: "changes"
+            }
+        }
+
+        init?(line: String) {
+            let parts = line.split(separator: "\t", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            switch parts[0] {
+            case "deleted": self = .deleted(under: parts.count > 1 ? parts[1] : nil)
+            case "collect" where parts.count == 1 || parts[1] == "dry": self = .collect(dryRun: parts.count > 1)
+            case "changes" where parts.count == 1: self = .changes
+            default: return nil
+            }
+        }
+    }
+
+    /// One line of an answer: a kind, a space, and its text (JSON for `result` and `change`).
+    enum Answer: Equatable {
+        case result(Data)
+        case step(String)
+        case failed(String)
+        case change(Data)
+
+        var line: String {
+            switch self {
+            case .result(let json): "result " + String(decoding: json, as: UTF8.self)
+            case .step(let text): "step " + text.replacingOccurrences(of: "\n", with: " ")
+            case .failed(let message): "failed " + message.replacingOccurrences(of: "\n", with: " ")
+            case .change(let json): "change " + String(decoding: json, as: UTF8.self)
+            }
+        }
+
+        init?(line: String) {
+            guard let space = line.firstIndex(of: " ") else { return nil }
+            let text = String(line[line.index(after: space)...])
+            switch line[..<space] {
+            case "result": self = .result(Data(text.utf8))
+            case "step": self = .step(text)
+            case "failed": self = .failed(text)
+            case "change": self = .change(Data(text.utf8))
+            default: return nil
+            }
+        }
+    }
+}
+
+/// One end of a connection: whole lines out, lines in. Writes never raise SIGPIPE.
+final class ControlConnection: Sendable {
+    private let descriptor: Int32
+    private let buffer = Mutex(Data())
+
+    init(descriptor: Int32) { self.descriptor = descriptor }
+
+    deinit { close(descriptor) }
+
+    /// Sends `line` and a newline; false once the other end has gone. `wait: false` gives up
+    /// rather than wait for a reader that does not read (the sync loop must never block).
+    @discardableResult
+    func send(_ line: String, wait: Bool = true) -> Bool {
+        let bytes = Array((line + "\n").utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes {
+                Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | (wait ? 0 : Int32(MSG_DONTWAIT)))
+            }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return false }
+            sent += count
+        }
+        return true
+    }
+
+    /// The next line, without its newline; nil at the end (or on an error). Lines are at
+    /// most 16 MiB (a listing of many deleted items).
+    func receive() -> String? {
+        while true {
+            if let line = buffer.withLock({ buffer -> String? in
+                guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                buffer.removeSubrange(buffer.startIndex...newline)
+                return line
+            }) {
+                return line
+            }
+            var chunk = [UInt8](repeating: 0, count: 64 << 10)
+            let count = read(descriptor, &chunk, chunk.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return nil }
+            let full = buffer.withLock { buffer in
+                buffer.append(contentsOf: chunk[..<count])
+                return buffer.count > 16 << 20
+            }
+            if full { return nil }
+        }
+    }
+
+    /// No more lines either way: a reader of this connection sees its end.
+    func hangUp() { shutdown(descriptor, Int32(SHUT_RDWR)) }
+}

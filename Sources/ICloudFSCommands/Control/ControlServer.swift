@@ -1,0 +1,102 @@
+import ContainerFormat
+import Foundation
+import Logging
+import Replica
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The daemon's end of the control channel (`ControlChannel`): accepts connections on a
+/// thread of its own and answers each on another (requests are few: one per command run).
+final class ControlServer: Sendable {
+    private let replica: Replica
+    private let path: String
+    private let listener: Int32
+    private let logger: Logger
+
+    /// Listens at `path` (a stale socket left by a killed daemon is replaced: the cache lock
+    /// says this daemon owns the cache).
+    init(replica: Replica, cache: String, logger: Logger) throws {
+        self.replica = replica
+        path = ControlChannel.socketPath(cache: cache)
+        self.logger = logger
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw ExitMessage("cannot make the control socket: \(String(cString: strerror(errno)))") }
+        unlink(path)
+        let bound = try ControlChannel.withAddress(cache: cache) { bind(fd, $0, $1) }
+        guard bound == 0, chmod(path, 0o600) == 0, listen(fd, 16) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw ExitMessage("cannot listen at \(path): \(reason)")
+        }
+        listener = fd
+    }
+
+    func start() {
+        let thread = Thread { [self] in
+            while true {
+                let fd = accept(listener, nil, nil)
+                if fd < 0 {
+                    if errno == EINTR || errno == ECONNABORTED { continue }
+                    return  // closed by `stop`
+                }
+                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+                let connection = ControlConnection(descriptor: fd)
+                Thread { [self] in serve(connection) }.start()
+            }
+        }
+        thread.start()
+    }
+
+    /// Ends listening (at unmount); connections being answered finish on their own.
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+        unlink(path)
+    }
+
+    private func serve(_ connection: ControlConnection) {
+        guard let line = connection.receive(), let request = ControlChannel.Request(line: line) else {
+            connection.send(ControlChannel.Answer.failed("not a request this mount knows (is icloudfs the same version?)").line)
+            return
+        }
+        switch request {
+        case .deleted(let path):
+            let json = FormatCoding.encode(replica.deletedItems(under: path))
+            connection.send(ControlChannel.Answer.result(json).line)
+        case .collect(let dryRun):
+            let finished = DispatchSemaphore(value: 0)
+            let started = replica.startCollection(
+                dryRun: dryRun, progress: { connection.send(ControlChannel.Answer.step($0).line) }
+            ) { result in
+                switch result {
+                case .success(let result): connection.send(ControlChannel.Answer.result(FormatCoding.encode(result)).line)
+                case .failure(let error): connection.send(ControlChannel.Answer.failed("\(error)").line)
+                }
+                finished.signal()
+            }
+            guard started else {
+                connection.send(ControlChannel.Answer.failed("a collection is running on this mount already").line)
+                return
+            }
+            finished.wait()
+        case .changes:
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            let number = replica.followChanges { events in
+                for event in events {
+                    guard let json = try? encoder.encode(event) else { continue }
+                    // A follower that does not read is dropped, never waited for.
+                    if !connection.send(ControlChannel.Answer.change(json).line, wait: false) {
+                        connection.hangUp()
+                        return
+                    }
+                }
+            }
+            // Until the command hangs up (it sends nothing more).
+            while connection.receive() != nil {}
+            replica.stopFollowingChanges(number)
+        }
+    }
+}
