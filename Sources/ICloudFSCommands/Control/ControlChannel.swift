@@ -90,7 +90,8 @@ enum ControlChannel {
 /// One end of a connection: whole lines out, lines in. Writes never raise SIGPIPE.
 final class ControlConnection: Sendable {
     private let descriptor: Int32
-    private let buffer = Mutex(Data())
+    /// Bytes read and not yet handed out as lines; whether a newline may be among them.
+    private let buffer = Mutex((bytes: Data(), mayHoldLine: false))
 
     init(descriptor: Int32) { self.descriptor = descriptor }
 
@@ -114,26 +115,34 @@ final class ControlConnection: Sendable {
     }
 
     /// The next line, without its newline; nil at the end (or on an error). Lines are at
-    /// most 16 MiB (a listing of many deleted items).
+    /// most 1 GiB (a listing of a million deleted items is about 200 MB).
     func receive() -> String? {
         while true {
-            if let line = buffer.withLock({ buffer -> String? in
-                guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
-                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...newline)
-                return line
-            }) {
-                return line
-            }
+            if let line = takeLine() { return line }
             var chunk = [UInt8](repeating: 0, count: 64 << 10)
             let count = read(descriptor, &chunk, chunk.count)
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return nil }
             let full = buffer.withLock { buffer in
-                buffer.append(contentsOf: chunk[..<count])
-                return buffer.count > 16 << 20
+                buffer.bytes.append(contentsOf: chunk[..<count])
+                // Searched again only once a newline came: a long line is not scanned per chunk.
+                if chunk[..<count].contains(UInt8(ascii: "\n")) { buffer.mayHoldLine = true }
+                return buffer.bytes.count > 1 << 30
             }
             if full { return nil }
+        }
+    }
+
+    private func takeLine() -> String? {
+        buffer.withLock { buffer -> String? in
+            guard buffer.mayHoldLine else { return nil }
+            guard let newline = buffer.bytes.firstIndex(of: UInt8(ascii: "\n")) else {
+                buffer.mayHoldLine = false
+                return nil
+            }
+            let line = String(decoding: buffer.bytes[buffer.bytes.startIndex..<newline], as: UTF8.self)
+            buffer.bytes.removeSubrange(buffer.bytes.startIndex...newline)
+            return line
         }
     }
 
