@@ -103,7 +103,7 @@ struct Mounter {
         // The commands' channel (deleted, gc, monitor); the mount works without it.
         let control: ControlServer?
         do {
-            control = try ControlServer(replica: replica, cache: cache, logger: logger)
+            control = try ControlServer(replica: replica, cache: cache)
             control?.start()
         } catch {
             control = nil

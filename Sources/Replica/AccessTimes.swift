@@ -33,13 +33,20 @@ extension Replica {
         let rule = isFolder && !configuration.folderAccessTimes ? .never : configuration.accessTimes
         guard rule != .never else { return false }
         return state.withLock { state in
-            guard let item = state.itemOfOpenHandle(id) else { return false }
-            let current = attributes(item, &state)
-            guard let moved = rule.accessed(atime: current.atime, mtime: current.mtime, ctime: current.ctime, now: .now())
+            guard let item = state.itemOfOpenHandle(id),
+                let moved = rule.accessed(
+                    atime: state.accessTime(of: item), mtime: item.mtime, ctime: item.ctime ?? item.mtime, now: .now())
             else { return false }
             state.localAccessTimes[id] = moved
             database.writeSoon { [database] db in try database.saveAccessTime(id, moved, db) }
             return true
         }
+    }
+}
+
+extension ReplicaState {
+    /// The access time `stat` shows: the item's (set, synced), or a later one a read moved here.
+    func accessTime(of item: Item) -> Timestamp {
+        max(item.atime ?? item.mtime, localAccessTimes[item.id] ?? .zero)
     }
 }

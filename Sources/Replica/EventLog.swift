@@ -31,6 +31,8 @@ final class EventLog: Sendable {
         }
     }
 
+    var hasFollowers: Bool { followers.withLock { !$0.all.isEmpty } }
+
     func unfollow(_ number: Int) {
         _ = followers.withLock { $0.all.removeValue(forKey: number) }
     }

@@ -411,7 +411,7 @@ extension Replica {
             // Names (0 once unlinked while open); a folder's 2 + subfolders, which walkers
             // (find, fts) use to stop looking for subfolders: kept exact.
             mtime: item.mtime, ctime: item.ctime ?? item.mtime,
-            atime: max(item.atime ?? item.mtime, state.localAccessTimes[item.id] ?? .zero),
+            atime: state.accessTime(of: item),
             linkCount: UInt32(state.view.linkCount(of: item.id)),
             target: item.target, owner: item.ownerOrRoot, device: item.device ?? 0)
         // While written here, the chunk list is the last version's: all of it counts.

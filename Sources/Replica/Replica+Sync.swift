@@ -253,8 +253,10 @@ extension Replica {
             let (pendingBefore, landedBefore) = (state.device.pending, state.device.landed)
             let outcome = state.device.applyRemote(entries, ourBatch: inFlight)
             var events: [EventLog.Event] = []
+            // Worked out only for someone following (`icloudfs monitor`): paths and a date
+            // per operation, under the state lock, on every pull.
             for (entry, fold) in zip(entries.filter { $0.commit != nil }, outcome.outcomes)
-            where entry.commit?.commitID != inFlight?.commitID {
+            where self.events.hasFollowers && entry.commit?.commitID != inFlight?.commitID {
                 events += EventLog.events(for: entry.commit!, seq: entry.seq, in: state.device.synced, outcome: fold)
             }
             let syncedChanges = outcome.outcomes.reduce(into: Set<ItemID>()) { $0.formUnion($1.changed) }

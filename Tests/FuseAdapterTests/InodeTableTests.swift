@@ -10,14 +10,19 @@ struct InodeTableTests {
         FuseLog.shared.withLock { $0 = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() } }
     }
 
+    /// `inode` is known with these lookups, parent and name.
+    func expectKnown(_ table: InodeTable, _ inode: UInt64, lookups: Int, parent: UInt64, name: String) throws {
+        let known = try #require(table.lookupEntry(inode))
+        #expect(known.lookups == lookups)
+        #expect(known.parent == parent)
+        #expect(known.name == name)
+    }
+
     @Test("a remembered inode is known with one lookup, its parent and its name")
     func rememberOnce() throws {
         let table = InodeTable()
         table.remember(7, parent: 1, name: "notes.txt")
-        let known = try #require(table.lookupEntry(7))
-        #expect(known.lookups == 1)
-        #expect(known.parent == 1)
-        #expect(known.name == "notes.txt")
+        try expectKnown(table, 7, lookups: 1, parent: 1, name: "notes.txt")
     }
 
     @Test("each remember adds a lookup and keeps the last name and parent it was looked up under")
@@ -26,10 +31,7 @@ struct InodeTableTests {
         table.remember(5, parent: 1, name: "a")
         table.remember(5, parent: 1, name: "a")
         table.remember(5, parent: 3, name: "b")
-        let known = try #require(table.lookupEntry(5))
-        #expect(known.lookups == 3)
-        #expect(known.parent == 3)
-        #expect(known.name == "b")
+        try expectKnown(table, 5, lookups: 3, parent: 3, name: "b")
     }
 
     @Test("inodes never remembered are unknown, below and above the ones that are")
@@ -66,10 +68,7 @@ struct InodeTableTests {
         table.forget(3, 1)
         #expect(table.lookupEntry(3) == nil)
         table.remember(3, parent: 2, name: "new")
-        let again = try #require(table.lookupEntry(3))
-        #expect(again.lookups == 1)
-        #expect(again.parent == 2)
-        #expect(again.name == "new")
+        try expectKnown(table, 3, lookups: 1, parent: 2, name: "new")
     }
 
     @Test("forgetting one inode leaves the others as they were")

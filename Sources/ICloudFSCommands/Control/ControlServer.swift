@@ -1,6 +1,5 @@
 import ContainerFormat
 import Foundation
-import Logging
 import Replica
 
 #if canImport(Glibc)
@@ -13,14 +12,12 @@ final class ControlServer: Sendable {
     private let replica: Replica
     private let path: String
     private let listener: Int32
-    private let logger: Logger
 
     /// Listens at `path` (a stale socket left by a killed daemon is replaced: the cache lock
     /// says this daemon owns the cache).
-    init(replica: Replica, cache: String, logger: Logger) throws {
+    init(replica: Replica, cache: String) throws {
         self.replica = replica
         path = ControlChannel.socketPath(cache: cache)
-        self.logger = logger
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw ExitMessage("cannot make the control socket: \(String(cString: strerror(errno)))") }
         unlink(path)
