@@ -3,6 +3,7 @@ import PackageDescription
 
 // Layers, each depending only on those below it (see docs/ARCHITECTURE.md):
 //   icloudfs (CLI) -> ICloudFSCommands -> FuseAdapter -> Replica -> ContainerFormat -> BlobStore
+//                                         FuseAdapter -> FuseKernel (the kernel protocol)
 // BlobStoreS3 implements BlobStore over S3; only ICloudFSCommands (store=s3://) opens it.
 let package = Package(
     name: "icloudfs",
@@ -25,12 +26,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
     ],
     targets: [
-        // Only what Swift cannot import from <fuse_lowlevel.h> by itself (the version macro).
-        .systemLibrary(
-            name: "CFuse3",
-            pkgConfig: "fuse3",
-            providers: [.apt(["libfuse3-dev"])]
-        ),
+        // The FUSE kernel protocol's structures (the kernel's uapi header, linux-libc-dev) and
+        // the few later additions this filesystem uses; no library.
+        .systemLibrary(name: "CFuseKernel"),
         // Linux calls Swift's Glibc module does not show (syncfs, malloc_trim, mallopt).
         .systemLibrary(name: "CLinux"),
         // The `user.icloud.*` attributes: their names and value codecs, for the mount and the
@@ -101,11 +99,20 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
-        // Translates libfuse3 low-level calls into Replica calls; no sync logic.
+        // The FUSE kernel protocol spoken on /dev/fuse: mounting, the request loop, typed
+        // requests and replies, notifications, passthrough backing files. Knows no replica.
+        .target(
+            name: "FuseKernel",
+            dependencies: [
+                "CFuseKernel",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Translates kernel requests into Replica calls; no sync logic.
         .target(
             name: "FuseAdapter",
             dependencies: [
-                "CFuse3",
+                "FuseKernel",
                 "Replica",
                 "SyncAttributes",
                 .product(name: "Logging", package: "swift-log"),
@@ -115,9 +122,9 @@ let package = Package(
         .target(
             name: "ICloudFSCommands",
             dependencies: [
-                "CFuse3",  // <sys/xattr.h>: the commands talk to a mount through xattrs
                 "CLinux",
                 "FuseAdapter",
+                "FuseKernel",
                 "Replica",
                 "SyncAttributes",
                 "Collection",
@@ -155,6 +162,8 @@ let package = Package(
         .testTarget(name: "ContainerFormatTests", dependencies: ["ContainerFormat", "Collection", "TestSupport"]),
         .testTarget(name: "ICloudFSCommandsTests", dependencies: ["ICloudFSCommands"]),
         // The adapter's pure parts: the errno mapping, the inode and handle tables.
+        // The protocol's encodings, checked against the header's layouts, without a mount.
+        .testTarget(name: "FuseKernelTests", dependencies: ["FuseKernel", "CFuseKernel"]),
         .testTarget(
             name: "FuseAdapterTests",
             dependencies: [

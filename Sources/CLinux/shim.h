@@ -1,6 +1,7 @@
 #ifndef ICLOUDFS_CLINUX_SHIM_H
 #define ICLOUDFS_CLINUX_SHIM_H
 #include <stddef.h>
+#include <sys/xattr.h>
 // Linux calls that Swift's Glibc module does not show: syncfs, copy_file_range and fallocate (declared only under
 // _GNU_SOURCE, which the module is built without), malloc_trim and mallopt (malloc.h is not
 // in the module). The prototypes are glibc's own.

@@ -1,4 +1,4 @@
-import CFuse3
+import FuseKernel
 import ContainerFormat
 import Replica
 
@@ -6,8 +6,8 @@ import Replica
 /// `..`. Offsets number the entries: 0 is `.`, 1 is `..`, 2 the first child.
 struct FolderListing: Sendable {
     let folderID: ItemID
-    let folder: fuse_ino_t
-    let parent: fuse_ino_t
+    let folder: UInt64
+    let parent: UInt64
     let entries: [DirectoryEntry]
     /// A `readdir` has read from it: offset 0 again is a `rewinddir`, which lists anew.
     var wasRead = false
@@ -17,7 +17,7 @@ struct FolderListing: Sendable {
     var count: Int { Self.dotCount + entries.count }
 
     /// `.` or `..` at `index`, nil for a child.
-    func dotEntry(at index: Int) -> (name: String, inode: fuse_ino_t)? {
+    func dotEntry(at index: Int) -> (name: String, inode: UInt64)? {
         switch index {
         case 0: (".", folder)
         case 1: ("..", parent)

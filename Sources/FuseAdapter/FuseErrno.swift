@@ -5,7 +5,7 @@ import Replica
 
 /// The one mapping from errors to errno values the kernel returns to programs.
 enum FuseErrno {
-    static func code(for error: any Error, in operation: StaticString) -> Int32 {
+    static func code(for error: any Error, in operation: String) -> Int32 {
         guard let error = error as? ReplicaError else {
             FuseLog.logger.error("\(operation): unexpected error \(error)")
             return EIO

@@ -1,4 +1,4 @@
-import CFuse3
+import FuseKernel
 import ContainerFormat
 import Foundation
 import Replica
@@ -21,16 +21,16 @@ extension FuseFileSystem {
         return name != "security.selinux" && AttributeName.isStored(name)
     }
 
-    func getxattr(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ size: Int) {
+    func getxattr(_ request: Request, _ inode: UInt64, _ name: String, _ size: Int) {
         let attribute = SyncAttribute(name: name)
         guard SyncAttribute.isReserved(name) || keeps(name) else { return request.error(ENOTSUP) }
-        if attribute == .storeUsage, inode == UInt64(FUSE_ROOT_ID) {
+        if attribute == .storeUsage, inode == KernelProtocol.rootNode {
             // Lists the store: not on a FUSE worker.
             return answerLater(request) { [replica] in
                 let value = FormatCoding.encode(try await replica.storeUsage())
                 if size == 0 { return request.xattrSize(value.count) }
                 guard size >= value.count else { return request.error(ERANGE) }
-                request.buffer(value)
+                request.reply(bytes: Array(value))
             }
         }
         answer(request) {
@@ -39,6 +39,8 @@ extension FuseFileSystem {
             if attribute == .cacheUsage, item == .root {
                 let usage = replica.cacheUsage()
                 value = Data("\(usage.total) \(usage.unevictable) \(replica.configuration.cacheSize)".utf8)
+            } else if attribute == .kernel, item == .root {
+                value = Data(kernelSummary.utf8)
             } else if attribute == .cacheFolder, item == .root {
                 value = Data(replica.configuration.cacheDirectory.utf8)
             } else if attribute == .policy, item == .root {
@@ -63,11 +65,11 @@ extension FuseFileSystem {
             guard let value else { return request.error(ENODATA) }
             if size == 0 { return request.xattrSize(value.count) }
             guard size >= value.count else { return request.error(ERANGE) }
-            request.buffer(value)
+            request.reply(bytes: Array(value))
         }
     }
 
-    func listxattr(_ request: Request, _ inode: fuse_ino_t, _ size: Int) {
+    func listxattr(_ request: Request, _ inode: UInt64, _ size: Int) {
         answer(request) {
             let item = try id(inode)
             // Linux keeps user.* attributes to files and folders (the kernel answers their
@@ -76,7 +78,7 @@ extension FuseFileSystem {
             let kind = try replica.attributes(of: item).kind
             // The sync state is listed to programs that show attributes, never to those that
             // copy them: `cp -a`, `rsync -X` and `tar --xattrs` wrote it onto copies.
-            let listsSyncState = (kind == .file || kind == .folder) && SyncStateReader.isRunning(request.callerPID)
+            let listsSyncState = (kind == .file || kind == .folder) && SyncStateReader.isRunning(request.caller.pid)
             let stored = try storedNames(of: item, request)
             let names =
                 kind == .file || kind == .folder
@@ -89,8 +91,21 @@ extension FuseFileSystem {
             }
             if size == 0 { return request.xattrSize(list.count) }
             guard size >= list.count else { return request.error(ERANGE) }
-            request.buffer(list)
+            request.reply(bytes: Array(list))
         }
+    }
+
+    /// `user.icloud.kernel`: how the kernel serves this mount.
+    private var kernelSummary: String {
+        let passthrough = passthroughs.summary
+        var words = ["passthrough=\(passthrough.available ? "on" : "off")"]
+        if let why = passthrough.refusal { words.append("why=\(why.replacingOccurrences(of: " ", with: "_"))") }
+        words.append("passthroughOpens=\(passthrough.passthrough)")
+        words.append("cachedOpens=\(passthrough.cached)")
+        for (kind, count) in kernel.requestCounts.sorted(by: { $0.key < $1.key }) {
+            words.append("\(kind.replacingOccurrences(of: " ", with: "_"))=\(count)")
+        }
+        return words.joined(separator: " ")
     }
 
     /// The stored attributes' names, but `trusted.*` only for root (as ext4 lists them).
@@ -98,7 +113,7 @@ extension FuseFileSystem {
         try replica.userAttributeNames(of: item).filter { keeps($0) && (!$0.hasPrefix("trusted.") || request.caller.uid == 0) }
     }
 
-    func setxattr(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ value: Data, _ flags: Int32) {
+    func setxattr(_ request: Request, _ inode: UInt64, _ name: String, _ value: Data, _ flags: Int32) {
         if SyncAttribute(name: name) == .policy {
             return setPolicy(request, inode, value)
         }
@@ -109,14 +124,14 @@ extension FuseFileSystem {
         answer(request) {
             let item = try id(inode)
             let exists = try replica.userAttribute(name, of: item) != nil
-            if Int(flags) & XATTR_CREATE != 0 && exists { return request.error(EEXIST) }
-            if Int(flags) & XATTR_REPLACE != 0 && !exists { return request.error(ENODATA) }
+            if flags & XattrFlags.create != 0 && exists { return request.error(EEXIST) }
+            if flags & XattrFlags.replace != 0 && !exists { return request.error(ENODATA) }
             try replica.setUserAttribute(name, of: item, to: value)
             request.ok()
         }
     }
 
-    func removexattr(_ request: Request, _ inode: fuse_ino_t, _ name: String) {
+    func removexattr(_ request: Request, _ inode: UInt64, _ name: String) {
         guard SyncAttribute.isReserved(name) || keeps(name) else { return request.error(ENOTSUP) }
         if SyncAttribute.isReserved(name) {
             // The sync state is reported, not stored: removing it changes nothing and is no
@@ -139,8 +154,8 @@ extension FuseFileSystem {
 
     /// "versions=SECONDS deleted=SECONDS grace=SECONDS" (any may be left out: it stays) on
     /// the root.
-    private func setPolicy(_ request: Request, _ inode: fuse_ino_t, _ value: Data) {
-        guard inode == UInt64(FUSE_ROOT_ID) else { return request.error(EINVAL) }
+    private func setPolicy(_ request: Request, _ inode: UInt64, _ value: Data) {
+        guard inode == KernelProtocol.rootNode else { return request.error(EINVAL) }
         var policy = replica.retentionPolicy
         for field in String(decoding: value, as: UTF8.self).split(whereSeparator: \.isWhitespace) {
             let parts = field.split(separator: "=", maxSplits: 1)
@@ -158,7 +173,7 @@ extension FuseFileSystem {
         }
     }
 
-    private func act(_ request: Request, _ inode: fuse_ino_t, _ name: String, _ value: Data) {
+    private func act(_ request: Request, _ inode: UInt64, _ name: String, _ value: Data) {
         guard let action = SyncAttribute(name: name), Self.actions.contains(action) else {
             // The other user.icloud.* attributes report state; they cannot be written.
             return request.error(EPERM)
@@ -196,4 +211,10 @@ extension FuseFileSystem {
             request.ok()
         }
     }
+}
+
+/// `setxattr`'s flags (sys/xattr.h).
+private enum XattrFlags {
+    static let create: Int32 = 1
+    static let replace: Int32 = 2
 }

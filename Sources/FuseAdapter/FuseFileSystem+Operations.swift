@@ -1,62 +1,75 @@
-import CFuse3
 import ContainerFormat
 import Foundation
+import FuseKernel
 import Replica
 
 /// One method per FUSE operation: copy the arguments, call the replica, answer.
 extension FuseFileSystem {
-    func lookup(_ request: Request, _ parent: fuse_ino_t, _ name: String) {
+    func lookup(_ request: Request, _ parent: UInt64, _ name: String) {
         answer(request) {
+            // File handles (`open_by_handle_at`, NFS): the kernel finds a node it no longer
+            // holds by looking up "." in it, and its folder by "..". Node ids are the
+            // replica's inode numbers, stable across mounts and never reused.
+            if name == "." || name == ".." {
+                let item = try id(parent)
+                return request.entry(try namedEntry(of: name == "." || item == .root ? item : try replica.parent(of: item)))
+            }
             guard NameBytes.count(name) <= ItemName.maximumBytes else { return request.error(ENAMETOOLONG) }
             let attributes = try replica.lookup(name, in: try id(parent))
             request.entry(entry(attributes, parent: parent, name: name))
         }
     }
 
-    func forget(_ inode: fuse_ino_t, _ count: UInt64) {
-        inodes.forget(inode, count)
+    /// The entry of `item` under its own name in its own folder, counted as one lookup.
+    private func namedEntry(of item: ItemID) throws(ReplicaError) -> Entry {
+        let attributes = try replica.attributes(of: item)
+        guard item != .root else { return entry(attributes, parent: KernelProtocol.rootNode, name: ".") }
+        let folder = try replica.parent(of: item)
+        let folderInode = folder == .root ? KernelProtocol.rootNode : try replica.attributes(of: folder).inode
+        return entry(attributes, parent: folderInode, name: try replica.name(of: item))
     }
 
-    func getattr(_ request: Request, _ inode: fuse_ino_t) {
+    func getattr(_ request: Request, _ inode: UInt64) {
         answer(request) {
             request.attributes(stat(of: try replica.attributes(of: try id(inode))), timeout: attributeTimeout)
         }
     }
 
     /// Sizes may need a download first (on a task); modes, times and owners are answered on
-    /// libfuse's thread (tar and cp -a set them on every file).
-    func setattr(_ request: Request, _ inode: fuse_ino_t, _ new: stat, _ toSet: Int32) {
-        guard toSet & FUSE_SET_ATTR_SIZE != 0 else {
-            return answer(request) { try setOtherAttributes(request, inode, new, toSet) }
+    /// the worker's thread (tar and cp -a set them on every file).
+    func setattr(_ request: Request, _ inode: UInt64, _ change: AttributeChange) {
+        guard change.has(AttributeChange.size) else {
+            return answer(request) { try setOtherAttributes(request, inode, change) }
         }
         answerLater(request) { [self] in
-            _ = try await replica.truncate(try id(inode), to: UInt64(max(0, new.st_size)))
-            try setOtherAttributes(request, inode, new, toSet)
+            _ = try await replica.truncate(try id(inode), to: UInt64(max(0, change.values.st_size)))
+            try setOtherAttributes(request, inode, change)
         }
     }
 
-    private func setOtherAttributes(_ request: Request, _ inode: fuse_ino_t, _ new: stat, _ toSet: Int32) throws {
+    private func setOtherAttributes(_ request: Request, _ inode: UInt64, _ change: AttributeChange) throws {
         let item = try id(inode)
+        let new = change.values
         var mode: UInt32?
         var mtime: Timestamp?
-        if toSet & FUSE_SET_ATTR_MODE != 0 { mode = new.st_mode & 0o7777 }
-        if toSet & FUSE_SET_ATTR_MTIME_NOW != 0 {
+        if change.has(AttributeChange.mode) { mode = new.st_mode & 0o7777 }
+        if change.has(AttributeChange.mtimeNow) {
             mtime = Timestamp.now()
-        } else if toSet & FUSE_SET_ATTR_MTIME != 0 {
+        } else if change.has(AttributeChange.mtime) {
             mtime = Timestamp(clamping: Int64(new.st_mtim.tv_sec), nanoseconds: UInt32(clamping: new.st_mtim.tv_nsec))
         }
         var atime: Timestamp?
-        if toSet & FUSE_SET_ATTR_ATIME_NOW != 0 {
+        if change.has(AttributeChange.atimeNow) {
             atime = Timestamp.now()
-        } else if toSet & FUSE_SET_ATTR_ATIME != 0 {
+        } else if change.has(AttributeChange.atime) {
             atime = Timestamp(clamping: Int64(new.st_atim.tv_sec), nanoseconds: UInt32(clamping: new.st_atim.tv_nsec))
         }
-        if toSet & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) != 0 {
+        if change.has(AttributeChange.uid | AttributeChange.gid) {
             let current = try replica.attributes(of: item)
             let shown = shownOwner(of: current)
             let wanted = Owner(
-                uid: toSet & FUSE_SET_ATTR_UID != 0 ? new.st_uid : shown.uid,
-                gid: toSet & FUSE_SET_ATTR_GID != 0 ? new.st_gid : shown.gid)
+                uid: change.has(AttributeChange.uid) ? new.st_uid : shown.uid,
+                gid: change.has(AttributeChange.gid) ? new.st_gid : shown.gid)
             guard mayChangeOwner(from: shown, to: wanted, request) else { throw ReplicaError.notPermitted("only root gives an item away, and an owner only to its own groups") }
             // With uid= or gid= given, the stored value of that one stays as it was.
             _ = try replica.setOwner(item, to: Owner(
@@ -66,9 +79,9 @@ extension FuseFileSystem {
         // A setattr of nothing is the kernel moving only the change time (`chown(f, -1, -1)`
         // on Linux; it sends the time itself only with a writeback cache).
         let ctime =
-            toSet & FUSE_SET_ATTR_CTIME != 0
+            change.has(AttributeChange.ctime)
             ? Timestamp(clamping: Int64(new.st_ctim.tv_sec), nanoseconds: UInt32(clamping: new.st_ctim.tv_nsec))
-            : toSet == 0 ? Timestamp.now() : nil
+            : change.fields == 0 ? Timestamp.now() : nil
         let attributes =
             mode != nil || mtime != nil || atime != nil || ctime != nil
             ? try replica.setAttributes(item, mode: mode, mtime: mtime, atime: atime, ctime: ctime)
@@ -86,21 +99,21 @@ extension FuseFileSystem {
         return wanted.gid == shown.gid || wanted.gid == caller.gid || request.callerBelongs(to: wanted.gid)
     }
 
-    func readlink(_ request: Request, _ inode: fuse_ino_t) {
-        answer(request) { request.readlink(try replica.readLink(try id(inode))) }
+    func readlink(_ request: Request, _ inode: UInt64) {
+        answer(request) { request.reply(bytes: NameBytes.bytes(try replica.readLink(try id(inode)))) }
     }
 
-    func mkdir(_ request: Request, _ parent: fuse_ino_t, _ name: String, _ mode: UInt32) {
+    func mkdir(_ request: Request, _ parent: UInt64, _ name: String, _ mode: UInt32, umask given: UInt32) {
         answer(request) {
             let attributes = try replica.makeFolder(
-                name, in: try id(parent), mode: mode & 0o7777, owner: request.caller, umask: umask(request))
+                name, in: try id(parent), mode: mode & 0o7777, owner: request.owner, umask: umask(given))
             request.entry(entry(attributes, parent: parent, name: name))
         }
     }
 
     /// Regular files, and special files as metadata (the kernel checked who may make a
     /// device; it serves FIFOs, sockets and devices itself, so their I/O never comes here).
-    func mknod(_ request: Request, _ parent: fuse_ino_t, _ name: String, _ mode: UInt32, _ device: UInt64) {
+    func mknod(_ request: Request, _ parent: UInt64, _ name: String, _ mode: UInt32, _ device: UInt64, umask given: UInt32) {
         let kind: ItemKind
         switch mode & S_IFMT {
         case S_IFREG: kind = .file
@@ -114,34 +127,34 @@ extension FuseFileSystem {
             let folder = try id(parent)
             let attributes =
                 kind == .file
-                ? try replica.makeFile(name, in: folder, mode: mode & 0o7777, owner: request.caller, umask: umask(request))
+                ? try replica.makeFile(name, in: folder, mode: mode & 0o7777, owner: request.owner, umask: umask(given))
                 : try replica.makeSpecial(
-                    name, in: folder, kind: kind, mode: mode & 0o7777, device: device, owner: request.caller,
-                    umask: umask(request))
+                    name, in: folder, kind: kind, mode: mode & 0o7777, device: device, owner: request.owner,
+                    umask: umask(given))
             request.entry(entry(attributes, parent: parent, name: name))
         }
     }
 
     /// The caller's umask when the kernel left it to us (`-o acl`), else nil.
-    private func umask(_ request: Request) -> UInt32? {
-        options.acl ? request.umask : nil
+    private func umask(_ given: UInt32) -> UInt32? {
+        options.acl ? given : nil
     }
 
-    func symlink(_ request: Request, _ target: String, _ parent: fuse_ino_t, _ name: String) {
+    func symlink(_ request: Request, _ target: String, _ parent: UInt64, _ name: String) {
         answer(request) {
-            let attributes = try replica.makeSymlink(name, in: try id(parent), target: target, owner: request.caller)
+            let attributes = try replica.makeSymlink(name, in: try id(parent), target: target, owner: request.owner)
             request.entry(entry(attributes, parent: parent, name: name))
         }
     }
 
-    func unlink(_ request: Request, _ parent: fuse_ino_t, _ name: String) {
+    func unlink(_ request: Request, _ parent: UInt64, _ name: String) {
         answer(request) {
             try replica.remove(name, in: try id(parent))
             request.ok()
         }
     }
 
-    func rmdir(_ request: Request, _ parent: fuse_ino_t, _ name: String) {
+    func rmdir(_ request: Request, _ parent: UInt64, _ name: String) {
         answer(request) {
             try replica.removeFolder(name, in: try id(parent))
             request.ok()
@@ -149,7 +162,7 @@ extension FuseFileSystem {
     }
 
     func rename(
-        _ request: Request, _ parent: fuse_ino_t, _ name: String, _ newParent: fuse_ino_t, _ newName: String,
+        _ request: Request, _ parent: UInt64, _ name: String, _ newParent: UInt64, _ newName: String,
         _ flags: UInt32
     ) {
         // RENAME_WHITEOUT (overlayfs) would leave a whiteout device in the source's place; it
@@ -171,7 +184,7 @@ extension FuseFileSystem {
         }
     }
 
-    func link(_ request: Request, _ inode: fuse_ino_t, _ newParent: fuse_ino_t, _ newName: String) {
+    func link(_ request: Request, _ inode: UInt64, _ newParent: UInt64, _ newName: String) {
         answer(request) {
             let attributes = try replica.makeLink(to: try id(inode), named: newName, in: try id(newParent))
             request.entry(entry(attributes, parent: newParent, name: newName))
@@ -180,28 +193,29 @@ extension FuseFileSystem {
 
     // Operations that need no download are answered on libfuse's thread: a small file's
     // create, write, flush and release cost no hop to a task.
-    func create(_ request: Request, _ parent: fuse_ino_t, _ name: String, _ mode: UInt32, _ info: fuse_file_info) {
+    func create(_ request: Request, _ parent: UInt64, _ name: String, _ mode: UInt32, umask given: UInt32, _ flags: Int32) {
         answer(request) {
             let attributes = try replica.makeFile(
-                name, in: try id(parent), mode: mode & 0o7777, owner: request.caller, umask: umask(request))
+                name, in: try id(parent), mode: mode & 0o7777, owner: request.owner, umask: umask(given))
             let file = try replica.openWithoutDownload(attributes.id, write: true, truncate: false)
-            var info = info
-            info.fh = files.insert(file)
-            request.create(entry(attributes, parent: parent, name: name), info)
+            // A new file: served by the daemon, which sees its writes.
+            let mode = passthroughs.open(attributes.inode, file: file.descriptor, wanted: false)
+            let handle = files.insert(OpenHandle(file: file, node: attributes.inode, mode: mode))
+            request.created(entry(attributes, parent: parent, name: name), openReply(handle, mode))
         }
     }
 
-    func open(_ request: Request, _ inode: fuse_ino_t, _ info: fuse_file_info) {
-        let access = info.flags & O_ACCMODE
+    func open(_ request: Request, _ inode: UInt64, _ flags: Int32) {
+        let access = flags & O_ACCMODE
         let writable = access == O_WRONLY || access == O_RDWR
-        let truncate = info.flags & O_TRUNC != 0 && writable
-        if info.flags & O_TRUNC != 0 && !writable {
+        let truncate = flags & O_TRUNC != 0 && writable
+        if flags & O_TRUNC != 0 && !writable {
             // Linux truncates on O_TRUNC whatever the access mode (the kernel checked the
             // permission to write).
             return answerLater(request) { [self] in
                 let id = try id(inode)
                 _ = try await replica.truncate(id, to: 0)
-                reply(request, opening: try await replica.open(id, write: false, truncate: false), info, inode: inode)
+                reply(request, opening: try await replica.open(id, write: false, truncate: false), flags, inode: inode)
             }
         }
         guard replica.needsDownloadToOpen(write: writable, truncate: truncate) else {
@@ -209,30 +223,50 @@ extension FuseFileSystem {
                 let id = try id(inode)
                 let file = try replica.openWithoutDownload(id, write: writable, truncate: truncate)
                 if replica.pulledRecently(id) { kernel.invalidateInodeAndWait(inode) }
-                reply(request, opening: file, info, inode: inode)
+                reply(request, opening: file, flags, inode: inode)
             }
         }
         answerLater(request) { [self] in
             let id = try id(inode)
             let file = try await replica.open(id, write: writable, truncate: truncate)
             if replica.pulledRecently(id) { await kernel.invalidateInode(inode) }
-            reply(request, opening: file, info, inode: inode)
+            reply(request, opening: file, flags, inode: inode)
         }
     }
 
-    private func reply(_ request: Request, opening file: OpenFile, _ info: fuse_file_info, inode: fuse_ino_t) {
-        if info.flags & O_ACCMODE != O_WRONLY { noteRead(file.id, inode: inode, isFolder: false) }
-        var info = info
-        info.fh = files.insert(file)
+    private func reply(_ request: Request, opening file: OpenFile, _ flags: Int32, inode: UInt64) {
+        if flags & O_ACCMODE != O_WRONLY { noteRead(file.id, inode: inode, isFolder: false) }
+        // Reads of a complete local copy are the kernel's own (passthrough): no request per
+        // read, one page cache. Writes go through the daemon, which records what changed;
+        // unless the file is in passthrough mode already, where the kernel takes them too.
+        let mode = passthroughs.open(
+            inode, file: file.descriptor, wanted: !file.writable && replica.hasCurrentCompleteCopy(file.id))
+        if case .passthrough = mode, file.writable {
+            do {
+                try replica.beginOutsideWrites(file)
+            } catch {
+                passthroughs.release(inode, mode)
+                replica.closeSoon(file)
+                return request.error(error)
+            }
+            passthroughs.beginWriting(inode)
+        }
+        let handle = files.insert(OpenHandle(file: file, node: inode, mode: mode))
         // The kernel's cached pages stay valid between opens: remote changes invalidate
         // them. Just after one, a lookup or listing answered before it may have left the old
         // size in the kernel (it raced the invalidation): the caller dropped it before this.
-        info.keep_cache = 1
-        request.open(info)
+        request.opened(openReply(handle, mode))
+    }
+
+    private func openReply(_ handle: UInt64, _ mode: PassthroughFiles.Mode) -> OpenReply {
+        switch mode {
+        case .cached: OpenReply(handle: handle, flags: .keepCache)
+        case .passthrough(let backingID): OpenReply(handle: handle, flags: .passthrough, backingID: backingID)
+        }
     }
 
     func read(_ request: Request, _ handle: UInt64, _ size: Int, _ offset: Int) {
-        guard let file = files.get(handle) else { return request.error(EBADF) }
+        guard let file = files.get(handle)?.file else { return request.error(EBADF) }
         // Present bytes (most reads) are answered here; a download waits on a task.
         do {
             if let bytes = try replica.readableIfPresent(file, offset: UInt64(offset), count: size) {
@@ -246,22 +280,21 @@ extension FuseFileSystem {
         }
     }
 
-    /// `write_buf`: the bytes go from the kernel's buffer (spliced when it can) straight into
-    /// the local file.
-    func write(_ request: Request, _ handle: UInt64, _ source: UnsafeMutablePointer<fuse_bufvec>, _ offset: Int) {
-        guard let file = files.get(handle) else { return request.error(EBADF) }
+    /// The bytes are the worker's buffer: written into the local file before this returns.
+    func write(_ request: Request, _ handle: UInt64, _ bytes: UnsafeRawBufferPointer, _ offset: Int) {
+        guard let file = files.get(handle)?.file else { return request.error(EBADF) }
         answer(request) {
-            let size = fuse_buf_size(source)
-            let count = try replica.write(file, offset: UInt64(offset), count: size) { fd in
-                var target = fuse_bufvec()
-                target.count = 1
-                target.buf.size = size
-                target.buf.flags = fuse_buf_flags(rawValue: FUSE_BUF_IS_FD.rawValue | FUSE_BUF_FD_SEEK.rawValue)
-                target.buf.fd = fd
-                target.buf.pos = off_t(offset)
-                let copied = fuse_buf_copy(&target, source, fuse_buf_copy_flags(rawValue: 0))
-                guard copied >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: Int32(-copied)) ?? .EIO) }
-                return copied
+            let count = try replica.write(file, offset: UInt64(offset), count: bytes.count) { fd in
+                var done = 0
+                while done < bytes.count {
+                    let wrote = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
+                    if wrote < 0 {
+                        if errno == EINTR { continue }
+                        throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+                    }
+                    done += wrote
+                }
+                return done
             }
             request.written(count)
         }
@@ -273,7 +306,7 @@ extension FuseFileSystem {
         _ request: Request, _ sourceHandle: UInt64, _ sourceOffset: Int, _ targetHandle: UInt64, _ targetOffset: Int,
         _ count: Int
     ) {
-        guard let source = files.get(sourceHandle), let target = files.get(targetHandle) else {
+        guard let source = files.get(sourceHandle)?.file, let target = files.get(targetHandle)?.file else {
             return request.error(EBADF)
         }
         answerLater(request) { [replica] in
@@ -285,7 +318,7 @@ extension FuseFileSystem {
 
     /// `lseek` with `SEEK_DATA` or `SEEK_HOLE` (the kernel answers the other kinds itself).
     func lseek(_ request: Request, _ handle: UInt64, _ offset: Int, _ whence: Int32) {
-        guard let file = files.get(handle) else { return request.error(EBADF) }
+        guard let file = files.get(handle)?.file else { return request.error(EBADF) }
         guard whence == SeekKind.data || whence == SeekKind.hole else { return request.error(EINVAL) }
         // As ext4 and lseek(2): no data or hole lies before the start.
         guard offset >= 0 else { return request.error(ENXIO) }
@@ -300,7 +333,7 @@ extension FuseFileSystem {
     /// `fallocate`: reserving space (with or without growing the file), punching a hole,
     /// zeroing a range. Collapsing or inserting a range is not offered (EOPNOTSUPP).
     func fallocate(_ request: Request, _ handle: UInt64, _ mode: Int32, _ offset: Int, _ length: Int) {
-        guard let file = files.get(handle) else { return request.error(EBADF) }
+        guard let file = files.get(handle)?.file else { return request.error(EBADF) }
         let keepSize = mode & FallocateFlags.keepSize != 0
         let allocation: Replica.Allocation
         switch mode & ~FallocateFlags.keepSize {
@@ -318,13 +351,13 @@ extension FuseFileSystem {
     /// Close returns at once, as on a local filesystem: the written file is queued in the
     /// background.
     func flush(_ request: Request, _ handle: UInt64) {
-        guard let file = files.get(handle) else { return request.error(EBADF) }
+        guard let file = files.get(handle)?.file else { return request.error(EBADF) }
         replica.commitSoon(file)
         request.ok()
     }
 
     func fsync(_ request: Request, _ handle: UInt64) {
-        guard let file = files.get(handle) else { return request.error(EBADF) }
+        guard let file = files.get(handle)?.file else { return request.error(EBADF) }
         answer(request) {
             try replica.sync(file)
             request.ok()
@@ -332,37 +365,42 @@ extension FuseFileSystem {
     }
 
     func release(_ request: Request, _ handle: UInt64) {
-        guard let file = files.remove(handle) else { return request.error(EBADF) }
-        replica.closeSoon(file)
+        guard let open = files.remove(handle) else { return request.error(EBADF) }
+        if case .passthrough = open.mode, open.file.writable {
+            passthroughs.endWriting(open.node)
+            replica.endOutsideWrites(open.file)
+            // Pages the kernel cached for daemon-served opens before are stale now.
+            kernel.run { [kernel] in kernel.invalidateInodeNow(open.node) }
+        }
+        passthroughs.release(open.node, open.mode)
+        replica.closeSoon(open.file)
         request.ok()
     }
 
-    func opendir(_ request: Request, _ inode: fuse_ino_t, _ info: fuse_file_info) {
+    func opendir(_ request: Request, _ inode: UInt64) {
         answer(request) {
-            var info = info
             let listing = try listing(of: inode)
             noteRead(listing.folderID, inode: inode, isFolder: true)
             replica.folderOpened(listing.folderID)
-            info.fh = listings.insert(listing)
-            request.open(info)
+            request.opened(OpenReply(handle: listings.insert(listing)))
         }
     }
 
     /// A read moves the access time as the mount's rule says; the kernel's cached
     /// attributes go, so that `stat` right after shows it.
-    private func noteRead(_ id: ItemID, inode: fuse_ino_t, isFolder: Bool) {
+    private func noteRead(_ id: ItemID, inode: UInt64, isFolder: Bool) {
         if replica.noteRead(id, isFolder: isFolder) { kernel.invalidateAttributes(inode) }
     }
 
     /// A folder's listing as of now: `.`, `..`, then its children.
-    private func listing(of inode: fuse_ino_t) throws(ReplicaError) -> FolderListing {
+    private func listing(of inode: UInt64) throws(ReplicaError) -> FolderListing {
         let folder = try id(inode)
         let entries = try replica.list(folder)
         let parentInode = folder == .root ? inode : try replica.attributes(of: try replica.parent(of: folder)).inode
         return FolderListing(folderID: folder, folder: inode, parent: parentInode, entries: entries)
     }
 
-    func readdir(_ request: Request, _ parent: fuse_ino_t, _ handle: UInt64, _ size: Int, _ offset: Int, plus: Bool) {
+    func readdir(_ request: Request, _ parent: UInt64, _ handle: UInt64, _ size: Int, _ offset: Int, plus: Bool) {
         guard var listing = listings.get(handle) else { return request.error(EBADF) }
         // Offset 0 after the listing was read is `rewinddir` (or a seek to the start): POSIX
         // has it show the folder as it is now, as a new `opendir` would.
@@ -371,7 +409,7 @@ extension FuseFileSystem {
                 listing = try self.listing(of: parent)
             } catch ReplicaError.notFound {
                 // Removed since: it lists nothing, as a removed folder does on ext4.
-                return request.buffer(UnsafeRawBufferPointer(start: nil, count: 0))
+                return request.reply(bytes: [])
             } catch {
                 return request.error(error)
             }
@@ -382,48 +420,40 @@ extension FuseFileSystem {
         }
         let folder = try? id(parent)
         // The offset is the caller's (`lseek` on the folder): anything past the end lists nothing.
-        guard offset >= 0, offset < listing.count else { return request.buffer(UnsafeRawBufferPointer(start: nil, count: 0)) }
-        var buffer = [CChar](repeating: 0, count: size)
-        var used = 0
-        buffer.withUnsafeMutableBufferPointer { buffer in
-            for index in offset..<listing.count {
-                let remaining = size - used
-                let needed: Int
-                if let dot = listing.dotEntry(at: index) {
-                    // `.` and `..` are never looked up from a listing (the kernel skips them in
-                    // readdirplus): inode 0 in the entry, no lookup counted.
-                    var attributes = Glibc.stat()
-                    attributes.st_ino = UInt(dot.inode)
-                    attributes.st_mode = S_IFDIR
-                    if plus {
-                        var entry = fuse_entry_param()
-                        entry.attr = attributes
-                        needed = request.addDirectoryEntryPlus(buffer.baseAddress! + used, remaining, dot.name, &entry, index + 1)
-                    } else {
-                        needed = request.addDirectoryEntry(buffer.baseAddress! + used, remaining, dot.name, &attributes, index + 1)
-                    }
+        guard offset >= 0, offset < listing.count else { return request.reply(bytes: []) }
+        var buffer = DirectoryBuffer(capacity: size)
+        for index in offset..<listing.count {
+            let added: Bool
+            if let dot = listing.dotEntry(at: index) {
+                // `.` and `..` are never looked up from a listing (the kernel skips them in
+                // readdirplus): node id 0 in the entry, no lookup counted.
+                let name = Array(dot.name.utf8)
+                added =
+                    plus
+                    ? buffer.addPlus(entry: nil, name: name, inode: dot.inode, mode: S_IFDIR, nextOffset: UInt64(index + 1))
+                    : buffer.add(name: name, inode: dot.inode, mode: S_IFDIR, nextOffset: UInt64(index + 1))
+            } else {
+                let item = listing.entry(at: index)
+                // Attributes as of now, not of opendir: the kernel caches them, and a remote
+                // change invalidated since must not be undone by an old listing. A name gone
+                // since is left out.
+                guard let folder, let attributes = replica.currentAttributes(of: item, in: folder) else { continue }
+                let name = NameBytes.bytes(item.name)
+                let entry = uncountedEntry(attributes)
+                if plus {
+                    added = buffer.addPlus(
+                        entry: entry, name: name, inode: attributes.inode, mode: entry.attributes.st_mode,
+                        nextOffset: UInt64(index + 1))
+                    // An entry that does not fit was not handed out: no lookup to count.
+                    if added { inodes.remember(attributes.inode, parent: parent, name: item.name) }
                 } else {
-                    let item = listing.entry(at: index)
-                    // Attributes as of now, not of opendir: the kernel caches them, and a remote
-                    // change invalidated since must not be undone by an old listing. A name gone
-                    // since is left out.
-                    guard let folder, let attributes = replica.currentAttributes(of: item, in: folder)
-                    else { continue }
-                    if plus {
-                        var entry = uncountedEntry(attributes)
-                        needed = request.addDirectoryEntryPlus(buffer.baseAddress! + used, remaining, item.name, &entry, index + 1)
-                        // An entry that does not fit was not handed out: no lookup to count.
-                        if needed <= remaining { inodes.remember(attributes.inode, parent: parent, name: item.name) }
-                    } else {
-                        var attributes = stat(of: attributes)
-                        needed = request.addDirectoryEntry(buffer.baseAddress! + used, remaining, item.name, &attributes, index + 1)
-                    }
+                    added = buffer.add(
+                        name: name, inode: attributes.inode, mode: entry.attributes.st_mode, nextOffset: UInt64(index + 1))
                 }
-                if needed > remaining { break }
-                used += needed
             }
+            if !added { break }
         }
-        buffer.withUnsafeBytes { request.buffer(UnsafeRawBufferPointer(rebasing: $0[0..<used])) }
+        request.reply(buffer)
     }
 
     func releasedir(_ request: Request, _ handle: UInt64) {

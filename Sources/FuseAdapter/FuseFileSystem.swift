@@ -1,15 +1,16 @@
-import CFuse3
 import ContainerFormat
 import Foundation
+import FuseKernel
 import Replica
 
 /// The filesystem the kernel talks to: translates each FUSE operation into one replica
 /// call and answers it. No sync logic lives here.
-public final class FuseFileSystem: Sendable {
+public final class FuseFileSystem: KernelFileSystem {
     let replica: Replica
     let options: FuseMountOptions
     let inodes = InodeTable()
-    let files = HandleTable<OpenFile>()
+    let files = HandleTable<OpenHandle>()
+    let passthroughs = PassthroughFiles()
     let listings = HandleTable<FolderListing>()
     let kernel = KernelCache()
     /// Attributes and names change remotely; invalidations keep the kernel honest, and
@@ -22,8 +23,8 @@ public final class FuseFileSystem: Sendable {
         self.options = options
     }
 
-    func id(_ inode: fuse_ino_t) throws(ReplicaError) -> ItemID {
-        if inode == UInt64(FUSE_ROOT_ID) { return .root }
+    func id(_ inode: UInt64) throws(ReplicaError) -> ItemID {
+        if inode == KernelProtocol.rootNode { return .root }
         guard let id = replica.item(forInode: inode) else { throw .notFound }
         return id
     }
@@ -57,6 +58,14 @@ public final class FuseFileSystem: Sendable {
         result.st_mtim = timespec(attributes.mtime)
         result.st_ctim = timespec(attributes.ctime)
         result.st_atim = timespec(attributes.atime)
+        // While the kernel writes the file itself (passthrough), its size and times are the
+        // local copy's: the replica sees those writes only when they end.
+        if attributes.kind == .file, let written = passthroughs.writtenAttributes(of: attributes.inode) {
+            result.st_size = written.st_size
+            result.st_blocks = written.st_blocks
+            result.st_mtim = written.st_mtim
+            result.st_ctim = written.st_ctim
+        }
         return result
     }
 
@@ -66,20 +75,16 @@ public final class FuseFileSystem: Sendable {
     }
 
     /// An entry for the kernel, counted as one lookup.
-    func entry(_ attributes: ItemAttributes, parent: fuse_ino_t, name: String) -> fuse_entry_param {
+    func entry(_ attributes: ItemAttributes, parent: UInt64, name: String) -> Entry {
         inodes.remember(attributes.inode, parent: parent, name: name)
         return uncountedEntry(attributes)
     }
 
     /// An entry not yet counted as a lookup (a listing counts only those that fit).
-    func uncountedEntry(_ attributes: ItemAttributes) -> fuse_entry_param {
-        var entry = fuse_entry_param()
-        entry.ino = attributes.inode
-        entry.generation = 1
-        entry.attr = stat(of: attributes)
-        entry.attr_timeout = attributeTimeout
-        entry.entry_timeout = entryTimeout
-        return entry
+    func uncountedEntry(_ attributes: ItemAttributes) -> Entry {
+        Entry(
+            node: attributes.inode, generation: 1, attributes: stat(of: attributes), entryTimeout: entryTimeout,
+            attributeTimeout: attributeTimeout)
     }
 
     /// Runs `body` and answers with its error if it throws.
@@ -100,5 +105,29 @@ public final class FuseFileSystem: Sendable {
                 request.error(error)
             }
         }
+    }
+}
+
+extension Request {
+    /// The caller, as an owner of what it makes.
+    var owner: Owner { Owner(uid: caller.uid, gid: caller.gid) }
+
+    /// Answers with the errno `error` stands for (`FuseErrno`).
+    func error(_ error: any Error) {
+        self.error(FuseErrno.code(for: error, in: operation))
+    }
+}
+
+/// An open file as the kernel holds it: the replica's handle, and how the kernel serves it.
+struct OpenHandle: Sendable {
+    let file: OpenFile
+    let node: UInt64
+    let mode: PassthroughFiles.Mode
+}
+
+extension Request {
+    /// Answers a read with bytes of the file's local copy.
+    func data(_ bytes: CachedBytes) {
+        reply(file: bytes.fd, offset: bytes.offset, count: bytes.count)
     }
 }

@@ -1,24 +1,20 @@
-import CFuse3
+import ContainerFormat
 import Dispatch
+import FuseKernel
 import Synchronization
 
 /// The kernel's caches of one mounted session, and the one place that tells the kernel to
-/// drop them (libfuse allows these notifications from any thread).
+/// drop them.
 ///
 /// A notification can block: dropping pages waits for reads of them in progress, which our
 /// own tasks answer. So notifications run on a thread of their own, never on Swift's few
 /// cooperative threads (blocking those could leave no thread to answer the read).
 final class KernelCache: Sendable {
-    private struct Session: @unchecked Sendable {
-        // SAFETY: only used under the lock; the session detaches before libfuse destroys it.
-        let pointer: OpaquePointer?
-    }
-
-    private let session = Mutex(Session(pointer: nil))
+    private let session = Mutex<KernelSession?>(nil)
     private let queue = DispatchQueue(label: "icloudfs.kernel-cache")
 
-    func attach(_ session: OpaquePointer?) {
-        self.session.withLock { $0 = Session(pointer: session) }
+    func attach(_ session: KernelSession?) {
+        self.session.withLock { $0 = session }
     }
 
     /// Runs `body` on the notification thread, after `delay`.
@@ -38,7 +34,7 @@ final class KernelCache: Sendable {
         }
     }
 
-    /// As `invalidateInode`, blocking: for libfuse's threads only, never a task's.
+    /// As `invalidateInode`, blocking: for the kernel layer's worker threads only, never a task's.
     func invalidateInodeAndWait(_ inode: UInt64) {
         queue.sync { invalidateInodeNow(inode) }
     }
@@ -46,28 +42,24 @@ final class KernelCache: Sendable {
     /// On the notification thread only (see `run`).
     func invalidateInodeNow(_ inode: UInt64) {
         dispatchPrecondition(condition: .onQueue(queue))
-        session.withLock { session in
-            guard let pointer = session.pointer else { return }
-            _ = fuse_lowlevel_notify_inval_inode(pointer, inode, 0, 0)
-        }
+        current?.invalidateInode(inode)
     }
 
     /// Drops the cached attributes of `inode` only (a read moved its access time). Never
     /// blocks for long, so any thread may call it: without pages to drop the kernel waits
     /// for no read in progress.
     func invalidateAttributes(_ inode: UInt64) {
-        session.withLock { session in
-            guard let pointer = session.pointer else { return }
-            _ = fuse_lowlevel_notify_inval_inode(pointer, inode, -1, 0)
-        }
+        current?.invalidateInode(inode, attributesOnly: true)
     }
 
     /// Drops the cached name `name` in `folder`. On the notification thread only.
     func invalidateEntryNow(_ folder: UInt64, _ name: String) {
         dispatchPrecondition(condition: .onQueue(queue))
-        session.withLock { session in
-            guard let pointer = session.pointer else { return }
-            _ = withNameBytes(name) { fuse_lowlevel_notify_inval_entry(pointer, folder, $0, $1) }
-        }
+        current?.invalidateEntry(folder, NameBytes.bytes(name))
     }
+
+    /// The session's requests by kind since the mount (for `status`).
+    var requestCounts: [String: Int] { current?.requestCounts ?? [:] }
+
+    private var current: KernelSession? { session.withLock { $0 } }
 }

@@ -1,4 +1,4 @@
-import CFuse3
+import CLinux
 import Foundation
 import SyncAttributes
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import CLinux
 import FuseAdapter
+import FuseKernel
 
 #if canImport(Glibc)
 import Glibc
@@ -69,5 +70,5 @@ public enum ICloudFSVersion {
     /// The commit built, as Scripts/package passes it ("unknown" in other builds).
     public static var commit: String { String(cString: icloudfs_build_commit()) }
     /// What `icloudfs --version` and `mount.icloudfs -V` print.
-    public static var line: String { "icloudfs \(current) (commit \(commit), libfuse \(FuseLibrary.version))" }
+    public static var line: String { "icloudfs \(current) (commit \(commit), FUSE kernel protocol \(KernelProtocol.version))" }
 }

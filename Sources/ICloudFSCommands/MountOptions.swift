@@ -18,6 +18,8 @@ public struct MountOptions: Sendable, Equatable {
     public var foreground = false
     public var debug = false
     public var greedy = false
+    /// Reads of downloaded files served by the kernel itself (FUSE passthrough; as root).
+    public var passthrough = true
     /// Collect the container in the background (daily at most); `nogc` leaves it to others.
     public var autoCollect = true
     public var offline = false
@@ -115,6 +117,7 @@ public struct MountOptions: Sendable, Equatable {
         "foreground": { options, _ throws(MountOptionError) in options.foreground = true },
         "debug": { options, _ throws(MountOptionError) in options.debug = true },
         "greedy": { options, _ throws(MountOptionError) in options.greedy = true },
+        "nopassthrough": { options, _ throws(MountOptionError) in options.passthrough = false },
         "nogc": { options, _ throws(MountOptionError) in options.autoCollect = false },
         "offline": { options, _ throws(MountOptionError) in options.offline = true },
         "cache_size": { options, given throws(MountOptionError) in

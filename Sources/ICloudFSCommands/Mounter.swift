@@ -92,6 +92,7 @@ struct Mounter {
         fuseOptions.umask = options.umask ?? 0
         fuseOptions.acl = options.acl
         fuseOptions.debug = options.debug
+        fuseOptions.passthrough = options.passthrough
         fuseOptions.kernelFlags = options.kernelFlags
         let session: FuseSession
         do {

@@ -32,6 +32,10 @@ struct StatusCommand: AsyncParsableCommand {
                     print("note: pinned, open and not-yet-uploaded files exceed the cache bound (they are never evicted)")
                 }
             }
+            // Only on the mount root.
+            if let kernel = ExtendedAttributes.get(.kernel, of: path) {
+                print(KernelLine.describe(kernel))
+            }
             // Only on the mount root (it lists the store).
             if let json = ExtendedAttributes.get(.storeUsage, of: path),
                 let usage = try? FormatCoding.decode(StoreUsage.self, from: Data(json.utf8))
@@ -112,5 +116,22 @@ struct StatusWalker {
             }
         }
         return found
+    }
+}
+
+/// `status`'s line on how the kernel serves the mount (`user.icloud.kernel`).
+enum KernelLine {
+    static func describe(_ value: String) -> String {
+        var words: [String: String] = [:]
+        for word in value.split(separator: " ") {
+            let parts = word.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { words[String(parts[0])] = String(parts[1]) }
+        }
+        let opens = "\(words["passthroughOpens"] ?? "0") opens served by the kernel, \(words["cachedOpens"] ?? "0") by the daemon"
+        if words["passthrough"] == "on" {
+            return "kernel: downloaded files are read by the kernel itself (passthrough); \(opens), \(words["read"] ?? "0") read requests"
+        }
+        let why = (words["why"] ?? "unknown").replacingOccurrences(of: "_", with: " ")
+        return "kernel: every read goes through the daemon (passthrough off: \(why)); \(opens)"
     }
 }

@@ -14,6 +14,10 @@ public final class OpenFile: Sendable {
     public let writable: Bool
     let fd: FileDescriptor
 
+    /// The local copy's descriptor (open for reading and writing), for the kernel to use as
+    /// a passthrough backing file. Valid until the file is closed.
+    public var descriptor: Int32 { fd.rawValue }
+
     init(id: ItemID, writable: Bool, fd: FileDescriptor) {
         self.id = id
         self.writable = writable
@@ -729,6 +733,8 @@ extension Replica {
                 )
             }
             guard let snapshot else { break }  // nothing new to queue (an fsync still syncs)
+            // The kernel is writing it (passthrough): queued when the last such open ends.
+            if state.withLock({ $0.outsideWriters[id] != nil }) { break }
             if snapshot.writing {  // another thread is copying bytes in: chunk after it
                 usleep(200)
                 continue

@@ -34,6 +34,9 @@ struct ReplicaState: Sendable {
     /// ctime until the commit, which carries it.
     var dirtyCtime: [ItemID: Timestamp] = [:]
     var openCount: [ItemID: Int] = [:]
+    /// Files open for writing that the kernel writes itself (passthrough): their bytes change
+    /// unseen, so they are not queued until the last such open ends (`endOutsideWrites`).
+    var outsideWriters: [ItemID: Int] = [:]
     /// Folders open here (`opendir`): one replaced by a rename still answers `fstat`.
     var openFolders: [ItemID: Int] = [:]
     /// Files being downloaded to be opened for writing: kept (never evicted) meanwhile.

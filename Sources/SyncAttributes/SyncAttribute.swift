@@ -47,6 +47,10 @@ public enum SyncAttribute: String, CaseIterable, Sendable {
     case policy
     /// On the mount root: the store's usage as JSON (`icloudfs status`).
     case storeUsage
+    /// On the mount root: how the kernel serves this mount, as "NAME=VALUE" words:
+    /// passthrough=on|off, why=REASON (when off), passthroughOpens, cachedOpens, and
+    /// requests by kind since the mount (reads, writes, lookups, ...) (`icloudfs status`).
+    case kernel
 
     /// What every one of them starts with.
     public static let prefix = "user.icloud."

@@ -27,7 +27,7 @@ PY
 }
 
 test_version_names_the_package_version_and_commit() {
-    "$BIN/icloudfs" --version | grep -Eq '^icloudfs [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]+|unknown), libfuse '
+    "$BIN/icloudfs" --version | grep -Eq '^icloudfs [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]+|unknown), FUSE kernel protocol '
     assert_eq "$("$BIN/mount.icloudfs" -V)" "$("$BIN/icloudfs" --version)"
 }
 

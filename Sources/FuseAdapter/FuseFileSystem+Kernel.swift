@@ -1,0 +1,107 @@
+import ContainerFormat
+import Foundation
+import FuseKernel
+
+/// The kernel layer's side: the connection's settings, and each decoded request handed to
+/// the method of the same name.
+extension FuseFileSystem {
+    public func connect(_ offered: KernelInit) -> ConnectionSettings {
+        var settings = ConnectionSettings()
+        settings.capabilities = [
+            .asyncRead, .bigWrites, .maxPages, .asyncDirectIO,
+            // Parallel lookups and readdirs in one folder; replies are independent.
+            .parallelDirectoryOperations,
+            // O_TRUNC arrives with open, not as a separate setattr(size 0) before it: one
+            // queued version per save, not an empty one first.
+            .atomicTruncate,
+            // Listings carry attributes: `ls -l` costs no lookup per name.
+            .readdirPlus, .readdirPlusAuto,
+            // File handles that outlive the kernel's cache and the mount (`lookup` of "."
+            // and ".."): `open_by_handle_at`, and exports over NFS.
+            .exportSupport,
+        ]
+        // POSIX ACLs: the kernel checks access by them and caches them, and no longer
+        // applies the umask (a folder's default ACL replaces it: `FuseFileSystem.umask`).
+        if options.acl { settings.capabilities.formUnion([.posixACL, .dontMask]) }
+        // Reads of complete local copies served by the kernel itself (`PassthroughFiles`).
+        // Its backing files need CAP_SYS_ADMIN: a mount by a user is refused the first and
+        // serves reads itself from then on.
+        let passthrough = Capabilities(rawValue: offered.flags).contains(.passthrough) && options.passthrough
+        if passthrough { settings.capabilities.insert(.passthrough) }
+        passthroughs.enable(
+            passthrough,
+            refusal: passthrough ? nil : options.passthrough ? "the kernel does not offer it" : "turned off (-o nopassthrough)")
+        // The kernel keeps the smaller of this and the device's read-ahead, which
+        // `KernelReadAhead` raised as the mount was made (as root).
+        settings.maxReadahead = UInt32(KernelReadAhead.kibibytes << 10)
+        // Large requests: fewer round trips for sequential I/O.
+        settings.maxWrite = 1 << 20
+        // Not FUSE_HANDLE_KILLPRIV: the kernel clears set-id bits on a write or chown by
+        // another user (as a setattr of the mode), as a local disk does.
+        // Page cache invalidation is explicit (remote changes), not on every mtime change:
+        // FUSE_AUTO_INVAL_DATA is not asked for.
+        return settings
+    }
+
+    public func forget(_ node: UInt64, _ count: UInt64) {
+        inodes.forget(node, count)
+    }
+
+    public func serve(_ request: Request, _ operation: FuseKernel.Operation) {
+        switch operation {
+        case .lookup(let parent, let name): lookup(request, parent, itemName(name))
+        case .getattr(let node): getattr(request, node)
+        case .setattr(let node, let change): setattr(request, node, change)
+        case .readlink(let node): readlink(request, node)
+        case .symlink(let parent, let name, let target): symlink(request, itemName(target), parent, itemName(name))
+        case .mknod(let parent, let name, let mode, let device, let umask):
+            mknod(request, parent, itemName(name), mode, UInt64(device), umask: umask)
+        case .mkdir(let parent, let name, let mode, let umask): mkdir(request, parent, itemName(name), mode, umask: umask)
+        case .unlink(let parent, let name): unlink(request, parent, itemName(name))
+        case .rmdir(let parent, let name): rmdir(request, parent, itemName(name))
+        case .rename(let parent, let name, let newParent, let newName, let flags):
+            rename(request, parent, itemName(name), newParent, itemName(newName), flags)
+        case .link(let node, let newParent, let newName): link(request, node, newParent, itemName(newName))
+        case .open(let node, let flags): open(request, node, flags)
+        case .create(let parent, let name, let mode, let umask, let flags):
+            create(request, parent, itemName(name), mode, umask: umask, flags)
+        case .read(_, let handle, let offset, let size): read(request, handle, size, Int(offset))
+        case .write(_, let handle, let offset, let bytes): write(request, handle, bytes, Int(offset))
+        case .flush(_, let handle): flush(request, handle)
+        case .release(_, let handle): release(request, handle)
+        case .fsync(_, let handle): fsync(request, handle)
+        case .opendir(let node, _): opendir(request, node)
+        case .readdir(let node, let handle, let offset, let size, let plus):
+            readdir(request, node, handle, size, Int(offset), plus: plus)
+        case .releasedir(_, let handle): releasedir(request, handle)
+        case .fsyncdir: request.ok()  // every metadata change is already in the durable queue
+        case .statfs: statfs(request)
+        case .setxattr(let node, let name, let value, let flags):
+            guard let name = String(validating: name, as: UTF8.self) else { return request.error(EILSEQ) }
+            setxattr(request, node, name, Data(value), flags)
+        case .getxattr(let node, let name, let size):
+            guard let name = String(validating: name, as: UTF8.self) else { return request.error(ENODATA) }
+            getxattr(request, node, name, size)
+        case .listxattr(let node, let size): listxattr(request, node, size)
+        case .removexattr(let node, let name):
+            guard let name = String(validating: name, as: UTF8.self) else { return request.error(ENODATA) }
+            removexattr(request, node, name)
+        case .lseek(_, let handle, let offset, let whence): lseek(request, handle, Int(offset), whence)
+        case .fallocate(_, let handle, let mode, let offset, let length):
+            fallocate(request, handle, mode, Int(offset), Int(length))
+        case .copyFileRange(let sourceHandle, let sourceOffset, let targetHandle, let targetOffset, let length):
+            copyFileRange(request, sourceHandle, Int(sourceOffset), targetHandle, Int(targetOffset), Int(length))
+        case .forget, .initialize, .interrupt, .destroy, .unsupported:
+            // The session's own (or not served): the kernel then stops asking or does the
+            // work itself (locks, `access`).
+            request.error(ENOSYS)
+        }
+    }
+}
+
+/// A name (or symlink target) from the kernel: its bytes, whatever they are, as the string
+/// that stands for them (`NameBytes`; decoding them as UTF-8 would replace bytes that are not
+/// with U+FFFD, and two different names would become one).
+private func itemName(_ bytes: KernelName) -> String {
+    NameBytes.string(bytes)
+}

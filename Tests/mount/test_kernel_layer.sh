@@ -1,0 +1,150 @@
+# The kernel layer (Sources/FuseKernel): the protocol spoken on /dev/fuse, and passthrough
+# (docs/SEMANTICS.md "Passthrough"): reads of a complete local copy served by the kernel.
+
+# kernel_count NAME KIND: requests of KIND ("read", "write") the mount at $T/NAME received.
+kernel_count() {
+    getfattr --only-values -n user.icloud.kernel "$T/$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k {print $2; found=1} END {if (!found) print 0}'
+}
+kernel_word() {
+    getfattr --only-values -n user.icloud.kernel "$T/$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k {print $2}'
+}
+
+test_downloaded_files_are_read_by_the_kernel_without_read_requests() {
+    mount_device a
+    head -c 20M /dev/urandom > "$T/source"
+    cp "$T/source" "$T/a/photo"
+    sync_wait a
+    mount_device b
+    assert_eq "$(kernel_word b passthrough)" on "passthrough"
+    # A placeholder still downloads on read: through READ requests.
+    cmp "$T/source" "$T/b/photo"
+    local after_download
+    after_download=$(kernel_count b read)
+    [ "$after_download" -gt 0 ] || { echo "    the download's reads never reached the daemon"; false; }
+    assert_eq "$(xattr isDownloaded "$T/b/photo")" 1
+    # Its copy is complete now: the next opens are the kernel's, cold and warm.
+    sync
+    echo 3 > /proc/sys/vm/drop_caches
+    cmp "$T/source" "$T/b/photo"
+    cmp "$T/source" "$T/b/photo"
+    dd if="$T/b/photo" of=/dev/null bs=1M iflag=direct status=none
+    assert_eq "$(kernel_count b read)" "$after_download" "READ requests after the copy was complete"
+    [ "$(kernel_word b passthroughOpens)" -ge 3 ]
+    # mmap reads the same bytes.
+    python3 -c '
+import mmap, sys
+with open(sys.argv[1], "rb") as f, open(sys.argv[2], "rb") as g:
+    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    assert m[:] == g.read(), "mmap differs"
+' "$T/b/photo" "$T/source"
+}
+
+test_nopassthrough_serves_every_read_itself() {
+    mount_device a nopassthrough
+    echo "through the daemon" > "$T/a/f"
+    assert_eq "$(cat "$T/a/f")" "through the daemon"
+    assert_eq "$(kernel_word a passthrough)" off
+    assert_eq "$(kernel_word a passthroughOpens)" 0
+}
+
+test_evict_of_an_open_passthrough_file_is_refused() {
+    mount_device a
+    echo "kept while open" > "$T/a/f"
+    sync_wait a
+    exec 3<"$T/a/f"
+    [ "$(kernel_word a passthroughOpens)" -ge 1 ]
+    fails "$BIN/icloudfs" evict "$T/a/f" 2>"$T/err"
+    grep -q "open" "$T/err"
+    assert_eq "$(cat <&3)" "kept while open"
+    exec 3<&-
+    "$BIN/icloudfs" evict "$T/a/f"
+    assert_eq "$(xattr isDownloaded "$T/a/f")" 0
+    assert_eq "$(cat "$T/a/f")" "kept while open"
+}
+
+# A new version from another device does not change the bytes under an open (as a file
+# replaced by a rename keeps being read on a local disk); the next open reads it.
+test_a_remote_version_during_a_passthrough_read_shows_at_the_next_open() {
+    mount_device a
+    mount_device b
+    head -c 3M /dev/urandom > "$T/v1"
+    head -c 2M /dev/urandom > "$T/v2"
+    cp "$T/v1" "$T/a/doc"
+    sync_wait a
+    eventually 'cmp -s "$T/v1" "$T/b/doc"'
+    local reads
+    reads=$(kernel_count b read)
+    exec 3<"$T/b/doc"
+    head -c 1M <&3 > "$T/first"
+    cp "$T/v2" "$T/a/doc"
+    sync_wait a
+    eventually 'test "$(stat -c %s "$T/b/doc")" = 2097152'
+    cat <&3 > "$T/rest"
+    exec 3<&-
+    cat "$T/first" "$T/rest" | cmp - "$T/v1"
+    assert_eq "$(kernel_count b read)" "$reads" "READ requests while the old version was read"
+    cmp "$T/v2" "$T/b/doc"
+}
+
+# An open for writing that arrives while the kernel serves the file (a `tail -f` open
+# first, then a program appending) is the kernel's too: its writes reach the other device.
+test_a_writer_after_a_passthrough_reader_is_synced() {
+    mount_device a
+    printf 'line 1\n' > "$T/a/log"
+    sync_wait a
+    exec 3<"$T/a/log"
+    [ "$(kernel_word a passthroughOpens)" -ge 1 ]
+    for i in 2 3 4; do printf 'line %s\n' "$i" >> "$T/a/log"; done
+    assert_eq "$(stat -c %s "$T/a/log")" 28 "size while written by the kernel"
+    assert_eq "$(cat <&3)" "$(printf 'line 1\nline 2\nline 3\nline 4')"
+    exec 3<&-
+    sync_wait a
+    mount_device b
+    assert_eq "$(cat "$T/b/log")" "$(printf 'line 1\nline 2\nline 3\nline 4')"
+    assert_eq "$(xattr isUploaded "$T/a/log")" 1
+}
+
+# File handles (name_to_handle_at, open_by_handle_at: what an NFS export and fanotify use)
+# stay valid after the kernel forgot the file, and after a remount.
+test_file_handles_outlive_the_kernel_cache_and_a_remount() {
+    mount_device a
+    mkdir -p "$T/a/dir/sub"
+    echo deep > "$T/a/dir/sub/f"
+    cat > "$T/handles.py" <<'PY'
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+class Handle(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_uint), ("type", ctypes.c_int), ("data", ctypes.c_ubyte * 128)]
+def save(path, out):
+    h, mount_id = Handle(128), ctypes.c_int()
+    if libc.name_to_handle_at(-100, path.encode(), ctypes.byref(h), ctypes.byref(mount_id), 0) != 0:
+        sys.exit("name_to_handle_at: " + os.strerror(ctypes.get_errno()))
+    open(out, "wb").write(bytes(h)[: 8 + h.bytes])
+def opened(mount, saved):
+    raw = open(saved, "rb").read()
+    h = Handle.from_buffer_copy(raw + bytes(ctypes.sizeof(Handle) - len(raw)))
+    root = os.open(mount, os.O_RDONLY | os.O_DIRECTORY)
+    fd = libc.open_by_handle_at(root, ctypes.byref(h), os.O_RDONLY)
+    if fd < 0:
+        sys.exit("open_by_handle_at: " + os.strerror(ctypes.get_errno()))
+    return fd
+if sys.argv[1] == "save":
+    save(sys.argv[2], sys.argv[3])
+elif sys.argv[1] == "read":
+    print(os.read(opened(sys.argv[2], sys.argv[3]), 100).decode(), end="")
+else:  # the path a folder's handle reconnects to
+    print(os.readlink("/proc/self/fd/%d" % opened(sys.argv[2], sys.argv[3])))
+PY
+    python3 "$T/handles.py" save "$T/a/dir/sub/f" "$T/file-handle"
+    python3 "$T/handles.py" save "$T/a/dir/sub" "$T/folder-handle"
+    sync
+    echo 2 > /proc/sys/vm/drop_caches  # dentries and inodes: the kernel forgets them
+    assert_eq "$(python3 "$T/handles.py" read "$T/a" "$T/file-handle")" deep "after the kernel forgot it"
+    fusermount3 -u "$T/a"
+    mount_device a
+    assert_eq "$(python3 "$T/handles.py" read "$T/a" "$T/file-handle")" deep "after a remount"
+    assert_eq "$(python3 "$T/handles.py" path "$T/a" "$T/folder-handle")" "$T/a/dir/sub" "a folder reconnects to its path"
+    rm "$T/a/dir/sub/f"
+    fails python3 "$T/handles.py" read "$T/a" "$T/file-handle" 2>"$T/err"
+    grep -q "Stale file handle" "$T/err"
+}
