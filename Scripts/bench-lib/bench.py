@@ -3,9 +3,14 @@
 by side and writes bench.json, bench.md and bench.png into the output folder.
 
 Targets:
-  native    a plain folder on the local disk
-  rclone    `rclone mount` of a local-directory remote, --vfs-cache-mode full
-  icloudfs  a mount of a container in a directory store, with a fresh cache folder
+  native          a plain folder on the local disk
+  rclone          `rclone mount` of a local-directory remote, --vfs-cache-mode full
+  icloudfs        a mount of a container in a directory store, with a fresh cache folder
+  passthrough_hp  libfuse's example/passthrough_hp (3.17 and later: with FUSE passthrough)
+                  mirroring a plain folder: the best a FUSE daemon over local files does here.
+                  A yardstick for W1, W2, W12, W3, W7 and W13; not built here (see
+                  find_passthrough_hp), and left out with a note when no binary is found
+  floor           nullfs.c, a null FUSE daemon: W3, W7 and W13 at FUSE's round-trip cost
 
 Stores (issue 24): the rows above use a directory store (rclone: a local-directory remote).
 W1, W2, W3, W5 and W7 also run on S3 (rows W1@s3, W3sync@s3, ...): icloudfs with an s3://
@@ -56,6 +61,8 @@ MiB = 1 << 20
 LONG_RUN_S = 300
 # W7's tar x is stopped after this long (half of it with --quick); its figure is then a lower bound.
 W7_LIMIT_S = 600
+# W13: appends of 4 bytes, one write(2) each (a tenth with --quick).
+W13_APPENDS = 3_000_000
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -111,6 +118,18 @@ def unmount(path):
     run(["umount", "-l", path], check=False)
 
 
+def stop_daemon(process, root, timeout):
+    """Unmounts `root` and waits for its daemon `process` (killed after `timeout` s)."""
+    if process is None:
+        return
+    unmount(root)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def pid_alive(pid):
     try:
         os.kill(pid, 0)
@@ -140,6 +159,17 @@ def status_kib(pid, field):
     except FileNotFoundError:
         pass
     return None
+
+
+def cpu_seconds(pid):
+    """The user + system CPU time of process PID (all its threads) so far, or None."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def io_write_bytes(pid):
@@ -296,6 +326,7 @@ class S3Server:
 class Native:
     name = "native"
     store = "directory"
+    has_store = False  # no "until in the store" rows
 
     def __init__(self, work):
         self.root = work / "native"
@@ -309,6 +340,10 @@ class Native:
         """Puts a file where a cold read will find it (here: the folder itself)."""
         shutil.copyfile(source, self.root / name)
 
+    def drop(self, name):
+        """Removes what put() put there (a store of a mount is removed with the work folder)."""
+        (self.root / name).unlink()
+
     def stop(self):
         pass
 
@@ -321,21 +356,27 @@ class Native:
         return time.perf_counter() - start
 
 
+def compile_c(source, binary, *flags):
+    """Compiles Scripts/bench-lib/SOURCE into BINARY (in the work folder, new for each run)."""
+    compiler = shutil.which("cc") or shutil.which("clang")
+    if compiler is None:
+        raise RuntimeError(f"no C compiler (cc or clang) for {source}")
+    run([compiler, "-O2", "-o", binary, Path(__file__).with_name(source), *flags])
+    return binary
+
+
 class FuseFloor:
-    """nullfs.c: a FUSE daemon that keeps names in memory and drops written bytes. What W3 and
-    W7 take on it is the cost of FUSE's round trips here, which no FUSE filesystem beats."""
+    """nullfs.c: a FUSE daemon that keeps names in memory and drops written bytes. What W3,
+    W7 and W13 take on it is the cost of FUSE's round trips here, which no FUSE filesystem
+    beats (W13: without a writeback cache, as icloudfs mounts)."""
     name = "floor"
     store = "directory"
 
     def __init__(self, work):
         self.root = work / "floor"
         self.root.mkdir(parents=True, exist_ok=True)
-        self.binary = work / "nullfs"
-        compiler = shutil.which("cc") or shutil.which("clang")
-        if compiler is None:
-            raise RuntimeError("no C compiler (cc or clang) for the FUSE floor")
         flags = run(["pkg-config", "--cflags", "--libs", "fuse3"], capture=True).stdout.split()
-        run([compiler, "-O2", "-o", self.binary, Path(__file__).with_name("nullfs.c"), *flags])
+        self.binary = compile_c("nullfs.c", work / "nullfs", *flags)
         self.process = None
         self.pid = None
 
@@ -353,10 +394,126 @@ class FuseFloor:
             self.process = None
 
 
+# Where find_passthrough_hp looks in DIR/cache: a libfuse build made there by hand, once.
+PASSTHROUGH_HP_IN_CACHE = "libfuse-*/build/example/passthrough_hp"
+
+
+def find_passthrough_hp(cache):
+    """(path, None) of a passthrough_hp binary, or (None, why there is none). The bench builds no
+    third-party code itself: it uses $PASSTHROUGH_HP, else a build kept in DIR/cache (the newest
+    match of PASSTHROUGH_HP_IN_CACHE, e.g. DIR/cache/libfuse-3.19/build/example/passthrough_hp),
+    else passthrough_hp on the PATH."""
+    given = os.environ.get("PASSTHROUGH_HP")
+    if given:
+        if os.access(given, os.X_OK):
+            return Path(given), None
+        return None, f"PASSTHROUGH_HP={given} is not an executable file"
+    built = sorted(Path(cache).glob(PASSTHROUGH_HP_IN_CACHE), key=lambda p: p.stat().st_mtime)
+    if built:
+        return built[-1], None
+    found = shutil.which("passthrough_hp")
+    if found:
+        return Path(found), None
+    return None, ("no passthrough_hp binary (libfuse's example/passthrough_hp, 3.17 or later for FUSE "
+                  f"passthrough): set PASSTHROUGH_HP, or build it into {Path(cache) / PASSTHROUGH_HP_IN_CACHE}")
+
+
+class PassthroughHP:
+    """libfuse's example/passthrough_hp mirroring a plain folder (self.source) at self.root: a
+    yardstick for what a FUSE daemon over local files reaches here. With libfuse 3.17 or later
+    and a kernel with FUSE passthrough (6.9+), its opens answer FOPEN_PASSTHROUGH, so reads and
+    writes go to the source file in the kernel, as icloudfs's opens of complete local copies do.
+
+    Options, chosen for its best figures: --foreground only (so that the bench owns the process
+    and can stop it). Left at their defaults on purpose: passthrough (on unless --nopassthrough),
+    attribute and entry caching for 86,400 s (--nocache would send a lookup per path, and the
+    source changes only through the mount here), splice (--nosplice), libfuse's thread count.
+    Not --direct-io: it turns passthrough off."""
+    name = "passthrough_hp"
+    store = "directory"
+    has_store = False  # a mirror of a local folder: nothing to wait for but the disk
+    # Where it is a yardstick for icloudfs (see wants_on): reads of local files, creation, appends.
+    workloads = {"W1", "W2", "W12", "W3", "W7", "W13"}
+
+    def __init__(self, work, binary):
+        self.binary = Path(binary)
+        self.base = work / "passthrough_hp"
+        self.source = self.base / "source"
+        self.root = self.base / "mnt"
+        self.source.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.log = self.base / "passthrough_hp.log"
+        self.process = None
+        help_text = run([self.binary, "--help"], capture=True, check=False).stdout
+        self.passthrough = "--nopassthrough" in help_text  # the option came with passthrough, in 3.17
+        self.version = libfuse_version(self.binary)
+
+    @property
+    def pid(self):
+        return self.process.pid if self.process else None
+
+    def put(self, source, name):
+        """Puts a file in the source folder, where the mount shows it."""
+        shutil.copyfile(source, self.source / name)
+
+    def drop(self, name):
+        (self.source / name).unlink()
+
+    def start(self, fresh=True):
+        with open(self.log, "a") as log_file:
+            self.process = subprocess.Popen([self.binary, "--foreground", self.source, self.root],
+                                            stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file)
+        wait_for(lambda: is_mounted(self.root) or self.process.poll() is not None, 10, "passthrough_hp")
+        if not is_mounted(self.root):
+            raise RuntimeError(f"passthrough_hp did not mount (exit {self.process.poll()}); see {self.log}")
+
+    def stop(self):
+        stop_daemon(self.process, self.root, timeout=30)
+        self.process = None
+
+    def remount(self):
+        self.stop()
+        self.start()
+
+    def settle(self):
+        start = time.perf_counter()
+        os.sync()
+        return time.perf_counter() - start
+
+    def passthrough_failures(self):
+        """What passthrough_hp logged when the kernel refused a passthrough open (it then goes on
+        without passthrough, and its figures are those of a plain FUSE daemon)."""
+        if not self.log.exists():
+            return []
+        return [line for line in self.log.read_text(errors="replace").splitlines()
+                if "passthrough" in line and ("failed" in line or "ERROR" in line)]
+
+
+def libfuse_version(binary):
+    """The version of the libfuse build a passthrough_hp comes from (meson's record of the build
+    folder it is in), or of the libfuse3 it loads; None when neither tells."""
+    for folder in Path(binary).resolve().parents:
+        info = folder / "meson-info" / "intro-projectinfo.json"
+        if info.exists():
+            try:
+                return json.loads(info.read_text()).get("version")
+            except ValueError:
+                break
+    result = run(["ldd", binary], capture=True, check=False)
+    for line in result.stdout.splitlines():
+        if "libfuse3.so" in line and "=>" in line:
+            library = line.split("=>")[1].split("(")[0].strip()
+            name = Path(os.path.realpath(library)).name  # libfuse3.so.3.19.0
+            if name.startswith("libfuse3.so."):
+                return name[len("libfuse3.so."):]
+    return None
+
+
 class Rclone:
     """`rclone mount --vfs-cache-mode full` of a local-directory remote (store "directory") or
     of PREFIX in the S3 server's bucket (store "s3", with s3=S3Server and prefix)."""
     name = "rclone"
+    has_store = True
 
     def __init__(self, work, s3=None, prefix=None):
         self.store = "s3" if s3 else "directory"
@@ -408,14 +565,7 @@ class Rclone:
             raise RuntimeError(f"rclone mount exited {self.process.returncode}; see {self.base / 'rclone.log'}")
 
     def stop(self):
-        if self.process is None:
-            return
-        unmount(self.root)
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_daemon(self.process, self.root, timeout=60)
         self.process = None
 
     def remount(self):
@@ -445,6 +595,7 @@ class ICloudFS:
     """A mount of CONTAINER in a directory store (store "directory": self.location is a folder)
     or in an S3 one (store "s3", with s3=S3Server and prefix: self.location is an s3:// URL)."""
     name = "icloudfs"
+    has_store = True
 
     def __init__(self, work, bin_dir, s3=None, prefix=None):
         self.store = "s3" if s3 else "directory"
@@ -617,7 +768,8 @@ class Bench:
                     if base.endswith(suffix) and len(base) > len(suffix):
                         base = base[:-len(suffix)]
                 self.only |= {key, base + at + tag}
-        self.chosen = set(args.targets.split(",")) if args.targets else {"native", "rclone", "icloudfs", "floor"}
+        self.chosen = (set(args.targets.split(",")) if args.targets
+                       else {"native", "rclone", "icloudfs", "passthrough_hp", "floor"})
         # --stores: which stores' rows run; None until run() knows whether an S3 server answers.
         self.stores = set(args.stores.split(",")) if args.stores else None
         unknown = (self.stores or set()) - set(STORES)
@@ -638,6 +790,7 @@ class Bench:
             "W9_db_MiB": 64 if self.quick else 256,
             "W10_file_MiB": 512 if self.quick else 2048,
             "W11_operations": 300 if self.quick else 1000,
+            "W13_appends": W13_APPENDS // 10 if self.quick else W13_APPENDS,
         }
         self.cache = self.out / "cache"  # inputs kept between runs
         self.work = self.out / "work"    # mounts, stores, remotes: removed at the end
@@ -647,6 +800,8 @@ class Bench:
         self.notes = []
         self.loads = {}
         self.targets = []
+        self.passthrough_hp = None  # what passthrough_hp was found (for the report), once looked for
+        self.appender = None        # appender.c, compiled when W13 first runs
         self.started = datetime.datetime.now(datetime.timezone.utc)
 
     def wants(self, key):
@@ -663,6 +818,8 @@ class Bench:
     def wants_on(self, base, target):
         if target.store != "directory" and base not in S3_WORKLOADS:
             return False
+        if base not in getattr(target, "workloads", {base}):  # a yardstick runs only its own rows
+            return False
         return self.wants(self.key(base, target))
 
     def write_then_settle(self, target, base, rep, unit, action, value_of):
@@ -674,10 +831,12 @@ class Bench:
         value = value_of(seconds)
         synced = target.settle()
         self.add(key, target.name, value)
-        if target.name != "native":
+        if target.has_store:
             self.add(self.key(f"{base}sync", target), target.name, synced)
-        log(f"  {target.name} {key} {value:.0f} {unit}, then "
-            + (f"{synced:.2f} s" if synced is not None else "failed") + " until in the store")
+        shown = f"{value:.2f}" if unit == "s" else f"{value:.0f}"
+        log(f"  {target.name} {key} {shown} {unit}, then "
+            + (f"{synced:.2f} s" if synced is not None else "failed")
+            + (" until in the store" if target.has_store else " for sync(2)"))
 
     def w5_sync_calls(self, target, path):
         """One more (untimed) W5 with the target's daemon under strace: how many fsync,
@@ -741,27 +900,53 @@ class Bench:
         return path.stat().st_size / 1e6 / seconds
 
     def w1_w2(self, target):
-        """W1 and W2 on the target's store: the file is put in the store (icloudfs: through a
-        mount of a device of its own; rclone: into the remote), then read from a new mount with
-        a new cache folder (icloudfs: a new device) and dropped page cache."""
+        """W1, W2 and W12 on the target's store, each repetition on a new mount: the file is put
+        in the store (icloudfs: through a mount of a device of its own; rclone: into the remote),
+        then read from a new mount with a new cache folder (icloudfs: a new device) and dropped
+        page cache (W1); read again three times (W2, every repetition: the median of the three);
+        then, its local copy now complete (icloudfs: every chunk in the cache, so that an open
+        may pass the cache file to the kernel; rclone: the whole file in its VFS cache), read
+        once more after the page cache is dropped, with a new open (W12). W12 is the local disk
+        seen through the mount: native's W12 is a cold read of the same file."""
         name = "big.bin"
-        w1, w2 = self.key("W1", target), self.key("W2", target)
+        w1, w2, w12 = self.key("W1", target), self.key("W2", target), self.key("W12", target)
         target.put(self.big, name)
         os.sync()
         for rep in range(self.reps):
             target.start(fresh=True)
+            warm = local = None
             try:
                 drop_caches()
                 with Perf(self.args.perf and rep == 0 and target.name == "icloudfs", target.pid, self.out, w1):
                     cold = self.read_file(target.root / name)
-                warm = median([self.read_file(target.root / name) for _ in range(3)])
+                if self.wants_on("W2", target):
+                    warm = median([self.read_file(target.root / name) for _ in range(3)])
+                if self.wants_on("W12", target):
+                    drop_caches()
+                    before = heavy.bytes_read(target.pid)
+                    local = self.read_file(target.root / name)
+                    if before is not None:
+                        # What the daemon itself read meanwhile: about nothing when the kernel
+                        # read the local copy directly (FUSE passthrough), the file's size when
+                        # every read went through the daemon.
+                        read = (heavy.bytes_read(target.pid) - before) / MiB
+                        self.extras.setdefault(w12, {}).setdefault(f"{target.name}_daemon_read_MiB", []).append(
+                            round(read, 1))
             finally:
                 target.stop()
             self.add(w1, target.name, cold)
-            self.add(w2, target.name, warm)
-            log(f"  {target.name} {w1} cold {cold:.0f} MB/s, {w2} warm {warm:.0f} MB/s")
-        if target.name == "native":
-            (target.root / name).unlink()
+            shown = [f"{w1} cold {cold:.0f} MB/s"]
+            if warm is not None:
+                self.add(w2, target.name, warm)
+                shown.append(f"{w2} warm {warm:.0f} MB/s")
+            if local is not None:
+                self.add(w12, target.name, local)
+                daemon = self.extras.get(w12, {}).get(f"{target.name}_daemon_read_MiB")
+                shown.append(f"{w12} local copy, page cache dropped, {local:.0f} MB/s"
+                             + (f" (daemon read {daemon[-1]:.1f} MiB)" if daemon else ""))
+            log(f"  {target.name} " + ", ".join(shown))
+        if hasattr(target, "drop"):
+            target.drop(name)
 
     # -------------------------------------------------------------- W3 .. W7
 
@@ -856,7 +1041,7 @@ class Bench:
                                 f"{self.tar_entries} entries made ({done / seconds:.0f} entries/s); its figure is a lower bound")
                             log(f"  {target.name} {w7} stopped after {seconds:.0f} s: {done} of {self.tar_entries} entries")
                             synced = target.settle()
-                            if target.name != "native":
+                            if target.has_store:
                                 self.add(w7sync, target.name, synced)
                             break
                         if tar.returncode != 0:
@@ -864,14 +1049,50 @@ class Bench:
                         seconds = time.perf_counter() - start
                     synced = target.settle()
                     self.add(w7, target.name, seconds)
-                    if target.name != "native":
+                    if target.has_store:
                         self.add(w7sync, target.name, synced)
                     log(f"  {target.name} {w7} tar x {seconds:.2f} s, then "
-                        + (f"{synced:.2f} s" if synced is not None else "failed") + " until in the store")
+                        + (f"{synced:.2f} s" if synced is not None else "failed")
+                        + (" until in the store" if target.has_store else " for sync(2)"))
                     if seconds > LONG_RUN_S and rep + 1 < self.reps:
                         self.notes.append(f"{w7} on {target.name}: one repetition took {seconds:.0f} s, more than "
                                           f"{LONG_RUN_S} s, so it was not repeated")
                         break
+        finally:
+            target.stop()
+
+    # -------------------------------------------------------------- W13: appends
+
+    def appends(self, path, target):
+        """Seconds appender.c takes for the W13 appends to `path` (it checks the file's size),
+        and the CPU time the target's daemon spent meanwhile (extra <target>_daemon_cpu_s): next
+        to nothing only when no request per write reaches it. FUSE passthrough alone is not
+        enough: before each write the kernel asks the daemon for security.capability (GETXATTR,
+        seen with passthrough_hp --debug-fuse) unless the daemon took FUSE_HANDLE_KILLPRIV_V2 at
+        init (the kernel then sets SB_NOSEC and asks no more)."""
+        if self.appender is None:
+            self.appender = compile_c("appender.c", self.work / "appender")
+        before = cpu_seconds(target.pid)
+        seconds = float(run([self.appender, path, self.sizes["W13_appends"]], capture=True).stdout)
+        after = cpu_seconds(target.pid)
+        if before is not None and after is not None:
+            self.extras.setdefault("W13", {}).setdefault(f"{target.name}_daemon_cpu_s", []).append(
+                round(after - before, 2))
+        return seconds
+
+    def w13(self, target):
+        """W13 on one fresh mount: appender.c makes a new file with that many 4-byte appends,
+        one write(2) each (a logger's pattern: each write a FUSE request unless the mount
+        caches writes), once per repetition, each after the last one's upload."""
+        target.start(fresh=True)
+        try:
+            for rep in range(self.reps):
+                path = target.root / f"w13-{rep}.log"
+                self.write_then_settle(target, "W13", rep, "s", lambda: self.appends(path, target),
+                                       lambda seconds: seconds)
+                cpu = self.extras.get("W13", {}).get(f"{target.name}_daemon_cpu_s")
+                if cpu:
+                    log(f"  {target.name} W13: its daemon used {cpu[-1]:.2f} s of CPU meanwhile")
         finally:
             target.stop()
 
@@ -1124,7 +1345,7 @@ class Bench:
                 self.ls_cold_warm(folder, native.name, lambda: None)
 
     def fuse_floor(self):
-        """W3 and W7 on the null FUSE daemon (a fresh one each time: it never frees memory)."""
+        """W3, W7 and W13 on the null FUSE daemon (a fresh one each time: it never frees memory)."""
         floor = FuseFloor(self.work)
         self.targets.append(floor)
         for rep in range(self.reps):
@@ -1138,8 +1359,12 @@ class Bench:
                 floor.start()
                 self.add("W7", floor.name, timed(["tar", "xf", self.tarball, "-C", floor.root]))
                 floor.stop()
+            if self.wants("W13"):
+                floor.start()
+                self.add("W13", floor.name, self.appends(floor.root / "w13.log", floor))
+                floor.stop()
         log("  FUSE floor: " + ", ".join(f"{key} {median(self.samples[key][floor.name]):.1f}"
-                                         for key in ("W3", "W7") if floor.name in self.samples.get(key, {})))
+                                         for key in ("W3", "W7", "W13") if floor.name in self.samples.get(key, {})))
 
     # -------------------------------------------------------------- driver
 
@@ -1183,6 +1408,8 @@ class Bench:
                 f"fold {self.micro['fold_items_per_s']:.0f} items/s, snapshot decode {self.micro['snapshot_decode_items_per_s']:.0f} items/s")
         native, rclone, icloudfs = Native(self.work), Rclone(self.work), ICloudFS(self.work, self.bin)
         self.targets = [t for t in (native, rclone, icloudfs) if t.name in self.chosen]
+        if "passthrough_hp" in self.chosen and any(self.wants(k) for k in PassthroughHP.workloads):
+            self.add_passthrough_hp()
         if self.s3 is not None:
             # A prefix of its own for each target, new for each run.
             self.targets += [t for t in (Rclone(self.work, self.s3, f"{self.run_id}-rclone"),
@@ -1190,16 +1417,24 @@ class Bench:
                              if t.name in self.chosen]
         for target in self.targets:
             where = f"{target.name}" + ("" if target.store == "directory" else f" ({target.store} store)")
-            if self.wants_on("W1", target) or self.wants_on("W2", target):
-                log(f"W1/W2 on {where}")
+            if any(self.wants_on(k, target) for k in ("W1", "W2", "W12")):
+                log(f"W1/W2/W12 on {where}")
                 self.w1_w2(target)
-                self.load(f"after W1/W2 {where}")
+                self.load(f"after W1/W2/W12 {where}")
                 self.clear_store(target)
             if any(self.wants_on(k, target) for k in ("W3", "W4", "W5", "W6", "W7")):
                 log(f"W3..W7 on {where}")
                 self.w3_to_w7(target)
                 self.load(f"after W3..W7 {where}")
                 self.clear_store(target)
+            if self.wants_on("W13", target):
+                log(f"W13 on {where}")
+                self.w13(target)
+                self.load(f"after W13 {where}")
+                self.clear_store(target)
+            if isinstance(target, PassthroughHP) and target.passthrough_failures():
+                self.notes.append(f"passthrough_hp logged failed passthrough opens (so some of its figures are "
+                                  f"without passthrough): {target.passthrough_failures()[0][:200]}")
             write_outputs(self, interrupted=True, partial=True)
         for target in (t for t in self.targets if t.name in ("native", "icloudfs") and t.store == "directory"):
             if any(self.wants(k) for k in ("W8", "W9", "W10", "W11")):
@@ -1207,8 +1442,8 @@ class Bench:
                 self.heavy_load(target)
                 self.load(f"after W8..W11 {target.name}")
                 write_outputs(self, interrupted=True, partial=True)
-        if "floor" in self.chosen and (self.wants("W3") or self.wants("W7")):
-            log("W3 and W7 on a null FUSE daemon (the FUSE floor)")
+        if "floor" in self.chosen and any(self.wants(k) for k in ("W3", "W7", "W13")):
+            log("W3, W7 and W13 on a null FUSE daemon (the FUSE floor)")
             self.fuse_floor()
             self.load("after the FUSE floor")
         if self.wants("memory") or self.wants("mount"):
@@ -1223,6 +1458,24 @@ class Bench:
             log("mount, memory and ls -l with a 1,000,000-item container")
             self.million(icloudfs, native)
             self.load("after the million-item rows")
+
+    def add_passthrough_hp(self):
+        """passthrough_hp beside native (after it in the order of the runs), or a note saying why
+        it is left out: a missing binary is a skipped yardstick, never a failure."""
+        binary, why = find_passthrough_hp(self.cache)
+        if binary is not None:
+            target = PassthroughHP(self.work, binary)
+            self.passthrough_hp = {"binary": str(binary), "libfuse": target.version, "passthrough": target.passthrough,
+                                   "options": ["--foreground"]}
+            if not target.passthrough:
+                self.notes.append(f"passthrough_hp at {binary} predates FUSE passthrough (libfuse < 3.17): "
+                                  "every read and write of it goes through the daemon")
+            self.targets.insert(1 if self.targets and self.targets[0].name == "native" else 0, target)
+            log(f"passthrough_hp: {binary} (libfuse {target.version or '?'}"
+                + (", FUSE passthrough)" if target.passthrough else ", no FUSE passthrough)"))
+        else:
+            self.notes.append(f"no passthrough_hp figures: {why}")
+            log(f"no passthrough_hp figures: {why}")
 
     @staticmethod
     def clear_store(target):
@@ -1264,6 +1517,9 @@ ROWS = [
     ("W1", "W1 cold sequential read, file only in the store", "MB/s", True, "≥ 50% of native",
      lambda i, n: i >= 0.5 * n),
     ("W2", "W2 warm re-read of the same file", "MB/s", True, "≥ 80% of native", lambda i, n: i >= 0.8 * n),
+    # With FUSE passthrough the kernel reads icloudfs's complete local copy itself: the disk's speed.
+    ("W12", "W12 re-read of the file once its local copy is complete, page cache dropped", "MB/s", True,
+     "≥ 90% of native", lambda i, n: i >= 0.9 * n),
     ("W3", "W3 one process creates 2,000 × 4 KiB files", "files/s", True, "≥ 80% of the FUSE floor",
      lambda i, f: i >= 0.8 * f, ("floor",)),
     ("W3sync", "W3 then until all are in the store (sync --wait)", "s", False, "≤ 1 s", lambda i, n: i <= 1),
@@ -1276,6 +1532,10 @@ ROWS = [
     ("W7", "W7 tar x of a ~30k-file tree", "s", False, "≤ 1.25× the FUSE floor", lambda i, f: i <= 1.25 * f,
      ("floor",)),
     ("W7sync", "W7 then until it is in the store", "s", False, "(reported)", None),
+    # A logger's pattern: each write(2) a FUSE request unless the mount caches writes.
+    ("W13", "W13 appends of 4 bytes to one file, one write(2) each (3,000,000; --quick: 300,000)", "s", False,
+     "≤ 2× native", lambda i, n: i <= 2 * n),
+    ("W13sync", "W13 then until it is in the store", "s", False, "(reported)", None),
     ("W8", "W8 4 KiB write at a random offset + fsync, 1 GiB file: median", "ms", False, "≤ 5× native",
      lambda i, n: i <= 5 * n),
     ("W8p99", "W8 the same, p99", "ms", False, "(reported)", None),
@@ -1315,7 +1575,9 @@ ROWS = [
 ]
 ABSOLUTE_GOALS = ("W3sync", "W6", "W8read", "W10", "heavymemory", "memory", "mount", "gcmount",
                   "mount@1M", "memory@1M")
-TARGETS = ("native", "rclone", "icloudfs")
+TARGETS = ("native", "rclone", "icloudfs", "passthrough_hp")
+# The table's figure columns: the yardstick beside native, then the two filesystems compared.
+COLUMNS = ("native", "passthrough_hp", "rclone", "icloudfs")
 
 
 def machine_description(work):
@@ -1388,6 +1650,7 @@ def write_outputs(bench, interrupted=False, partial=False):
                 "prefixes": [f"{bench.run_id}-rclone", f"{bench.run_id}-icloudfs"],
                 "server_started_by_the_bench": bench.s3.started or None} if bench.s3 else None),
         "notes": bench.notes,
+        "passthrough_hp": bench.passthrough_hp,
         "workloads": workloads,
         "micro": getattr(bench, "micro", None),
     }
@@ -1430,15 +1693,18 @@ def markdown(result):
         lines.append("")
     if result["interrupted"]:
         lines += ["**Not finished (still running, interrupted or stopped): the figures below are partial.**", ""]
+    # passthrough_hp's column only when it ran (it is skipped where no binary is found).
+    columns = [t for t in COLUMNS
+               if t != "passthrough_hp" or any(w.get(t) is not None for w in result["workloads"].values())]
     lines += [
-        "| workload | store | unit | native | rclone | icloudfs | icloudfs goal | holds |",
-        "|---|---|---|---|---|---|---|---|",
+        "| workload | store | unit | " + " | ".join(columns) + " | icloudfs goal | holds |",
+        "|---|---|---|" + "---|" * len(columns) + "---|---|",
     ]
     for key, w in result["workloads"].items():
-        if not any(w[t] is not None for t in TARGETS):
+        if not any(w.get(t) is not None for t in TARGETS):
             continue
         holds = {True: "yes", False: "**no**", None: "–"}[w["holds"]]
-        cells = [("> " if t in w.get("lower_bound", []) else "") + fmt(w[t], w["unit"]) for t in TARGETS]
+        cells = [("> " if t in w.get("lower_bound", []) else "") + fmt(w.get(t), w["unit"]) for t in columns]
         label = w["label"] if "@" not in key else f"{w['label']} ({key})"
         lines.append(f"| {label} | {w['store']} | {w['unit']} | {' | '.join(cells)} | {w['goal']} | {holds} |")
     lines.append("")
@@ -1449,6 +1715,16 @@ def markdown(result):
             "FUSE floor (a null FUSE daemon, `Scripts/bench-lib/nullfs.c`: names in memory, written "
             "bytes dropped; no FUSE filesystem is faster here): "
             + ", ".join(f"{key} {value} {unit}" for key, value, unit in floors) + ".",
+            "",
+        ]
+    hp = result.get("passthrough_hp")
+    if hp:
+        lines += [
+            f"passthrough_hp: libfuse {hp['libfuse'] or '?'}'s example/passthrough_hp (`{' '.join(hp['options'])}`: "
+            "defaults otherwise, so " + ("FUSE passthrough on" if hp["passthrough"] else "no FUSE passthrough, "
+                                        "which this build predates")
+            + ", attributes and names cached, splice on) mirroring a folder of the local disk; a yardstick for "
+            "a FUSE daemon over local files (W1, W2, W12, W3, W7, W13 only).",
             "",
         ]
     micro = result.get("micro")
@@ -1467,11 +1743,16 @@ def markdown(result):
         f"({result['workloads']['W7'].get('extra', {}).get('entries', '?')} entries), "
         f"memory/mount {s['memory_items']:,} items; W8 file {s['W8_file_MiB']} MiB, W9 database {s['W9_db_MiB']} MiB, "
         f"W10 file {s['W10_file_MiB']} MiB, W11 {s['W11_operations']} operations per process (W8..W11: native and "
-        f"icloudfs only); @1M rows: a container of {s['million_items']:,} items with a folder of "
-        f"{s['million_big_folder']:,} files (icloudfs only, and native for ls -l).",
+        f"icloudfs only); W13 {s.get('W13_appends', W13_APPENDS):,} appends; @1M rows: a container of "
+        f"{s['million_items']:,} items with a folder of {s['million_big_folder']:,} files "
+        "(icloudfs only, and native for ls -l).",
         "",
         "How each is measured: cold runs drop the page cache and use a new mount with a new cache "
-        "folder (icloudfs: a new device); W6 counts icloudfs's store growth and rclone's write_bytes "
+        "folder (icloudfs: a new device); W12 reads the W1 file again on the same mount once it was read "
+        "whole, after dropping the page cache (extra <target>_daemon_read_MiB: what the daemon read "
+        "meanwhile, about 0 with FUSE passthrough); W13 is `Scripts/bench-lib/appender.c`, timed from its "
+        "open to its close (extra <target>_daemon_cpu_s: the daemon's CPU time meanwhile); "
+        "W6 counts icloudfs's store growth and rclone's write_bytes "
         "(/proc/PID/io) after its upload; sync rows time `icloudfs sync --wait` (rclone: until its "
         "vfs/stats show no queued or running upload, after its 5 s write-back delay). "
         "The machine's 2 cores may be shared with other work (see the load averages).",
@@ -1495,14 +1776,14 @@ def chart(result, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys, icloudfs, rclone, goals, floors = [], [], [], [], []
+    keys, icloudfs, rclone, goals, floors, yardsticks = [], [], [], [], [], []
     goal_ratio = {"W1": 0.5, "W2": 0.75, "W4": 0.5, "W4warm": 0.5, "W5": 0.7, "W7": 0.2, "W8": 0.2, "W9": 0.3,
-                  "W11": 0.1, "ls@1M": 0.5, "lswarm@1M": 0.5}
+                  "W11": 0.1, "W12": 0.9, "W13": 0.5, "ls@1M": 0.5, "lswarm@1M": 0.5}
     for key, label, unit, higher, goal, check, *_ in ROWS:
         w = result["workloads"][key]
         n = w["native"]
-        if not n or key in ("W3sync", "W5sync", "W7sync", "W6", "W8p99", "W8read", "W10", "heavymemory", "memory",
-                            "mount"):
+        if not n or key in ("W3sync", "W5sync", "W7sync", "W13sync", "W6", "W8p99", "W8read", "W10", "heavymemory",
+                            "memory", "mount"):
             continue
 
         def ratio(x):
@@ -1514,6 +1795,7 @@ def chart(result, path):
         rclone.append(ratio(w["rclone"]))
         goals.append(goal_ratio.get(key, 10000 / n if key == "W3" else None))
         floors.append(ratio(w["fuse_floor"]) if w.get("fuse_floor") else None)
+        yardsticks.append(ratio(w["passthrough_hp"]) if w.get("passthrough_hp") else None)
     # The S3 rows: icloudfs relative to rclone on the same S3 server (the goal: ahead of it).
     s3_keys, s3_ratios, s3_goals = [], [], []
     for key, label, unit, higher, *_ in ROWS:
@@ -1548,11 +1830,13 @@ def chart(result, path):
     width = 0.38
     ax.bar([x - width / 2 for x in xs], icloudfs, width, label="icloudfs / native", color="#3b7dd8")
     ax.bar([x + width / 2 for x in xs], rclone, width, label="rclone / native", color="#d8893b")
-    for x, g, f in zip(xs, goals, floors):
+    for x, g, f, y in zip(xs, goals, floors, yardsticks):
         if g:
             ax.hlines(g, x - width, x, colors="black", linestyles="dashed", linewidth=1)
         if f:
             ax.hlines(f, x - width, x, colors="#c0392b", linestyles="dotted", linewidth=1.5)
+        if y:
+            ax.hlines(y, x - width, x + width, colors="#27ae60", linestyles="dashdot", linewidth=1.5)
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_yscale("log")
     ax.set_xticks(list(xs))
@@ -1571,6 +1855,9 @@ def chart(result, path):
     if any(floors):
         handles.append(Line2D([], [], color="#c0392b", linestyle="dotted", linewidth=1.5))
         labels.append("FUSE floor (null daemon) / native")
+    if any(yardsticks):
+        handles.append(Line2D([], [], color="#27ae60", linestyle="dashdot", linewidth=1.5))
+        labels.append("passthrough_hp / native")
     ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=4, fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -1588,7 +1875,7 @@ def main():
     parser.add_argument("--perf", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (stores, remotes)")
     parser.add_argument("--only", default=None)
-    parser.add_argument("--targets", default=None, help="a subset of native,rclone,icloudfs,floor")
+    parser.add_argument("--targets", default=None, help="a subset of native,rclone,icloudfs,passthrough_hp,floor")
     parser.add_argument("--stores", default=None, help="a subset of directory,s3 (default: both when an S3 "
                         "server answers or can be started)")
     args = parser.parse_args()

@@ -36,8 +36,10 @@ extension FuseFileSystem {
         settings.maxReadahead = UInt32(KernelReadAhead.kibibytes << 10)
         // Large requests: fewer round trips for sequential I/O.
         settings.maxWrite = 1 << 20
-        // Not FUSE_HANDLE_KILLPRIV: the kernel clears set-id bits on a write or chown by
-        // another user (as a setattr of the mode), as a local disk does.
+        // Set-id bits are cleared here on a write, truncation or chown, as the kernel says
+        // (`dropSetIDBits`): without it the kernel asks for `security.capability` before
+        // every write (a round trip each: passthrough writes too).
+        settings.capabilities.insert(.handleKillPrivilegesV2)
         // Page cache invalidation is explicit (remote changes), not on every mtime change:
         // FUSE_AUTO_INVAL_DATA is not asked for.
         return settings
@@ -62,11 +64,12 @@ extension FuseFileSystem {
         case .rename(let parent, let name, let newParent, let newName, let flags):
             rename(request, parent, itemName(name), newParent, itemName(newName), flags)
         case .link(let node, let newParent, let newName): link(request, node, newParent, itemName(newName))
-        case .open(let node, let flags): open(request, node, flags)
+        case .open(let node, let flags, let killsPrivileges): open(request, node, flags, killsPrivileges: killsPrivileges)
         case .create(let parent, let name, let mode, let umask, let flags):
             create(request, parent, itemName(name), mode, umask: umask, flags)
         case .read(_, let handle, let offset, let size): read(request, handle, size, Int(offset))
-        case .write(_, let handle, let offset, let bytes): write(request, handle, bytes, Int(offset))
+        case .write(_, let handle, let offset, let bytes, let killsPrivileges):
+            write(request, handle, bytes, Int(offset), killsPrivileges: killsPrivileges)
         case .flush(_, let handle): flush(request, handle)
         case .release(_, let handle): release(request, handle)
         case .fsync(_, let handle): fsync(request, handle)

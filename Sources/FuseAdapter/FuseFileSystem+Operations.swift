@@ -49,6 +49,7 @@ extension FuseFileSystem {
 
     private func setOtherAttributes(_ request: Request, _ inode: UInt64, _ change: AttributeChange) throws {
         let item = try id(inode)
+        if change.killsPrivileges { try dropSetIDBits(item) }
         let new = change.values
         var mode: UInt32?
         var mtime: Timestamp?
@@ -75,6 +76,8 @@ extension FuseFileSystem {
             _ = try replica.setOwner(item, to: Owner(
                 uid: options.uid == nil ? wanted.uid : current.owner.uid,
                 gid: options.gid == nil ? wanted.gid : current.owner.gid))
+            // As Linux: a file given away loses its set-id bits (with the kernel's leave).
+            try dropSetIDBits(item)
         }
         // A setattr of nothing is the kernel moving only the change time (`chown(f, -1, -1)`
         // on Linux; it sends the time itself only with a writeback cache).
@@ -88,6 +91,24 @@ extension FuseFileSystem {
             : try replica.attributes(of: item)
         request.attributes(stat(of: attributes), timeout: attributeTimeout)
     }
+
+    /// What Linux does to a regular file written, truncated or given away by a caller without
+    /// CAP_FSETID (the kernel says which, and leaves it to us: `handleKillPrivilegesV2`): the
+    /// set-user-id bit goes, the set-group-id bit too if the group may execute it, and so does
+    /// a file capability.
+    func dropSetIDBits(_ item: ItemID) throws {
+        let attributes = try replica.attributes(of: item)
+        guard attributes.kind == .file else { return }
+        let mode = attributes.mode & 0o7777
+        var kept = mode & ~S_ISUID
+        if kept & S_IXGRP != 0 { kept &= ~S_ISGID }
+        if kept != mode { _ = try replica.setAttributes(item, mode: kept) }
+        if try replica.userAttribute(Self.fileCapability, of: item) != nil {
+            try replica.setUserAttribute(Self.fileCapability, of: item, to: nil)
+        }
+    }
+
+    static let fileCapability = "security.capability"
 
     /// `chown`'s rules (the kernel applies them too with `default_permissions`): root
     /// changes anything; an item's owner may keep its user and set the group to one it
@@ -198,14 +219,15 @@ extension FuseFileSystem {
             let attributes = try replica.makeFile(
                 name, in: try id(parent), mode: mode & 0o7777, owner: request.owner, umask: umask(given))
             let file = try replica.openWithoutDownload(attributes.id, write: true, truncate: false)
-            // A new file: served by the daemon, which sees its writes.
-            let mode = passthroughs.open(attributes.inode, file: file.descriptor, wanted: false)
+            // A new file: its writes are the kernel's (passthrough), all of it is new anyway.
+            let mode = passthroughs.open(attributes.inode, file: file.descriptor, wanted: true)
+            try startOutsideWrites(file, attributes.inode, mode)
             let handle = files.insert(OpenHandle(file: file, node: attributes.inode, mode: mode))
             request.created(entry(attributes, parent: parent, name: name), openReply(handle, mode))
         }
     }
 
-    func open(_ request: Request, _ inode: UInt64, _ flags: Int32) {
+    func open(_ request: Request, _ inode: UInt64, _ flags: Int32, killsPrivileges: Bool) {
         let access = flags & O_ACCMODE
         let writable = access == O_WRONLY || access == O_RDWR
         let truncate = flags & O_TRUNC != 0 && writable
@@ -215,6 +237,7 @@ extension FuseFileSystem {
             return answerLater(request) { [self] in
                 let id = try id(inode)
                 _ = try await replica.truncate(id, to: 0)
+                if killsPrivileges { try dropSetIDBits(id) }
                 reply(request, opening: try await replica.open(id, write: false, truncate: false), flags, inode: inode)
             }
         }
@@ -222,14 +245,16 @@ extension FuseFileSystem {
             return answer(request) {
                 let id = try id(inode)
                 let file = try replica.openWithoutDownload(id, write: writable, truncate: truncate)
-                if replica.pulledRecently(id) { kernel.invalidateInodeAndWait(inode) }
+                if killsPrivileges { try dropSetIDBits(id) }
+                if kernel.contentChangedRecently(inode) { kernel.invalidateInodeAndWait(inode) }
                 reply(request, opening: file, flags, inode: inode)
             }
         }
         answerLater(request) { [self] in
             let id = try id(inode)
             let file = try await replica.open(id, write: writable, truncate: truncate)
-            if replica.pulledRecently(id) { await kernel.invalidateInode(inode) }
+            if killsPrivileges { try dropSetIDBits(id) }
+            if kernel.contentChangedRecently(inode) { await kernel.invalidateInode(inode) }
             reply(request, opening: file, flags, inode: inode)
         }
     }
@@ -237,25 +262,49 @@ extension FuseFileSystem {
     private func reply(_ request: Request, opening file: OpenFile, _ flags: Int32, inode: UInt64) {
         if flags & O_ACCMODE != O_WRONLY { noteRead(file.id, inode: inode, isFolder: false) }
         // Reads of a complete local copy are the kernel's own (passthrough): no request per
-        // read, one page cache. Writes go through the daemon, which records what changed;
-        // unless the file is in passthrough mode already, where the kernel takes them too.
-        let mode = passthroughs.open(
-            inode, file: file.descriptor, wanted: !file.writable && replica.hasCurrentCompleteCopy(file.id))
-        if case .passthrough = mode, file.writable {
-            do {
-                try replica.beginOutsideWrites(file)
-            } catch {
-                passthroughs.release(inode, mode)
-                replica.closeSoon(file)
-                return request.error(error)
-            }
-            passthroughs.beginWriting(inode)
+        // read, one page cache. So are writes that replace or extend a file (O_TRUNC,
+        // O_APPEND up to a size a commit chunks whole in a moment): the replica takes the copy
+        // as it is at each commit. Other writes go through the daemon, which records what
+        // changed for incremental chunking; unless the file is in passthrough mode already,
+        // where the kernel takes every open.
+        // A set-id file's writes stay the daemon's: it clears the bits on a write (the
+        // kernel would not tell it of a passthrough one).
+        let wanted =
+            replica.completeCopySize(of: file.id).map { size in
+                !file.writable
+                    || ((flags & O_TRUNC != 0
+                        || (flags & O_APPEND != 0 && size <= Replica.largestFileQueuedWhileWrittenOutside))
+                        && !hasSetIDBits(file.id))
+            } ?? false
+        let mode = passthroughs.open(inode, file: file.descriptor, wanted: wanted)
+        do {
+            try startOutsideWrites(file, inode, mode)
+        } catch {
+            return request.error(error)
         }
         let handle = files.insert(OpenHandle(file: file, node: inode, mode: mode))
         // The kernel's cached pages stay valid between opens: remote changes invalidate
         // them. Just after one, a lookup or listing answered before it may have left the old
         // size in the kernel (it raced the invalidation): the caller dropped it before this.
         request.opened(openReply(handle, mode))
+    }
+
+    /// A file opened for writing in passthrough mode: the replica is told before the kernel
+    /// may write (`Replica.beginOutsideWrites`). On failure the open is undone.
+    private func startOutsideWrites(_ file: OpenFile, _ inode: UInt64, _ mode: PassthroughFiles.Mode) throws(ReplicaError) {
+        guard case .passthrough = mode, file.writable else { return }
+        do {
+            try replica.beginOutsideWrites(file)
+        } catch {
+            passthroughs.release(inode, mode)
+            replica.closeSoon(file)
+            throw error
+        }
+        passthroughs.beginWriting(inode)
+    }
+
+    private func hasSetIDBits(_ item: ItemID) -> Bool {
+        ((try? replica.attributes(of: item).mode) ?? 0) & (S_ISUID | S_ISGID) != 0
     }
 
     private func openReply(_ handle: UInt64, _ mode: PassthroughFiles.Mode) -> OpenReply {
@@ -281,7 +330,7 @@ extension FuseFileSystem {
     }
 
     /// The bytes are the worker's buffer: written into the local file before this returns.
-    func write(_ request: Request, _ handle: UInt64, _ bytes: UnsafeRawBufferPointer, _ offset: Int) {
+    func write(_ request: Request, _ handle: UInt64, _ bytes: UnsafeRawBufferPointer, _ offset: Int, killsPrivileges: Bool) {
         guard let file = files.get(handle)?.file else { return request.error(EBADF) }
         answer(request) {
             let count = try replica.write(file, offset: UInt64(offset), count: bytes.count) { fd in
@@ -296,6 +345,7 @@ extension FuseFileSystem {
                 }
                 return done
             }
+            if killsPrivileges { try dropSetIDBits(file.id) }
             request.written(count)
         }
     }
@@ -367,8 +417,9 @@ extension FuseFileSystem {
     func release(_ request: Request, _ handle: UInt64) {
         guard let open = files.remove(handle) else { return request.error(EBADF) }
         if case .passthrough = open.mode, open.file.writable {
-            passthroughs.endWriting(open.node)
+            // The replica takes the copy as it is before `stat` stops asking it to.
             replica.endOutsideWrites(open.file)
+            passthroughs.endWriting(open.node)
             // Pages the kernel cached for daemon-served opens before are stale now.
             kernel.run { [kernel] in kernel.invalidateInodeNow(open.node) }
         }

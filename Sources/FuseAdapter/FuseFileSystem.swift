@@ -30,6 +30,14 @@ public final class FuseFileSystem: KernelFileSystem {
     }
 
     func stat(of attributes: ItemAttributes) -> stat {
+        var attributes = attributes
+        // While the kernel writes the file itself (passthrough), the replica learns its size
+        // and times from the local copy, now.
+        if attributes.kind == .file, passthroughs.isWritten(attributes.inode),
+            let current = try? replica.refreshedAttributes(of: attributes.id)
+        {
+            attributes = current
+        }
         var result = Glibc.stat()
         result.st_ino = UInt(attributes.inode)
         let type: UInt32
@@ -58,14 +66,6 @@ public final class FuseFileSystem: KernelFileSystem {
         result.st_mtim = timespec(attributes.mtime)
         result.st_ctim = timespec(attributes.ctime)
         result.st_atim = timespec(attributes.atime)
-        // While the kernel writes the file itself (passthrough), its size and times are the
-        // local copy's: the replica sees those writes only when they end.
-        if attributes.kind == .file, let written = passthroughs.writtenAttributes(of: attributes.inode) {
-            result.st_size = written.st_size
-            result.st_blocks = written.st_blocks
-            result.st_mtim = written.st_mtim
-            result.st_ctim = written.st_ctim
-        }
         return result
     }
 

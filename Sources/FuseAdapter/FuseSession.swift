@@ -45,34 +45,30 @@ public final class FuseSession: Sendable {
     /// Tells the kernel to forget cached attributes, names and pages of changed items, and
     /// again a moment later: a lookup or listing answered just before the change can reach
     /// the kernel after the first invalidation and cache the old name or size again.
-    private func invalidate(_ ids: Set<ItemID>) {
+    private func invalidate(_ changes: [ItemChange]) {
         let kernel = fileSystem.kernel
-        kernel.run { [weak self] in self?.invalidateNow(ids) }
-        kernel.run(after: .milliseconds(100)) { [weak self] in self?.invalidateNow(ids) }
+        for change in changes where change.contentChanged {
+            if let inode = change.inode { kernel.noteContentChanged(inode) }
+        }
+        kernel.run { [weak self] in self?.invalidateNow(changes) }
+        kernel.run(after: .milliseconds(100)) { [weak self] in self?.invalidateNow(changes) }
     }
 
-    private func invalidateNow(_ ids: Set<ItemID>) {
+    private func invalidateNow(_ changes: [ItemChange]) {
         let kernel = fileSystem.kernel
-        let replica = fileSystem.replica
         var folders = Set<UInt64>()
-        for id in ids {
-            if let inode = replica.existingInode(of: id), let known = fileSystem.inodes.lookupEntry(inode) {
+        for change in changes {
+            let parentInode = change.parent == .root ? KernelProtocol.rootNode : change.parentInode
+            if let inode = change.inode, let known = fileSystem.inodes.lookupEntry(inode) {
                 // Only a name that is gone is invalidated: dropping a live dentry would break
                 // programs whose working directory it is.
-                let parent = try? replica.parent(of: id)
-                let name = try? replica.name(of: id)
-                let parentInode = parent.flatMap { $0 == .root ? KernelProtocol.rootNode : replica.existingInode(of: $0) }
-                if parentInode != known.parent || name != known.name {
+                if parentInode != known.parent || change.name != known.name {
                     kernel.invalidateEntryNow(known.parent, known.name)
                     folders.insert(known.parent)
                 }
                 kernel.invalidateInodeNow(inode)
             }
-            if let parent = try? replica.parent(of: id) {
-                if let folder = parent == .root ? KernelProtocol.rootNode : replica.existingInode(of: parent) {
-                    folders.insert(folder)
-                }
-            }
+            if let parentInode { folders.insert(parentInode) }
         }
         for folder in folders {
             kernel.invalidateInodeNow(folder)

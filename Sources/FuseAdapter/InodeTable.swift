@@ -17,6 +17,21 @@ final class InodeTable: Sendable {
     }
 
     private let known = Mutex<[Known]>([])
+    /// A forget below zero is our bug: it stops a debug build at once; a release build logs
+    /// it and keeps serving.
+    private let stopsOnOverForget: Bool
+
+    init(stopsOnOverForget: Bool = InodeTable.isDebugBuild) {
+        self.stopsOnOverForget = stopsOnOverForget
+    }
+
+    static var isDebugBuild: Bool {
+        #if DEBUG
+        true
+        #else
+        false
+        #endif
+    }
 
     func remember(_ inode: UInt64, parent: UInt64, name: String) {
         known.withLock { known in
@@ -34,8 +49,9 @@ final class InodeTable: Sendable {
         known.withLock { known in
             let index = Int(inode)
             guard index < known.count, known[index].lookups >= count else {
-                // A kernel forgetting more than it looked up is our bug; keep serving.
-                FuseLog.logger.error("forget of \(count) lookups of inode \(inode) exceeds what was handed out")
+                let message = "forget of \(count) lookups of inode \(inode) exceeds what was handed out"
+                if stopsOnOverForget { fatalError(message) }
+                FuseLog.logger.error("\(message)")
                 if index < known.count { known[index] = .none }
                 return
             }

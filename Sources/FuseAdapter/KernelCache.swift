@@ -12,6 +12,13 @@ import Synchronization
 final class KernelCache: Sendable {
     private let session = Mutex<KernelSession?>(nil)
     private let queue = DispatchQueue(label: "icloudfs.kernel-cache")
+    /// When a remote change last changed each inode's content (recent ones only).
+    private let contentChangedAt = Mutex<[UInt64: ContinuousClock.Instant]>([:])
+
+    /// How long after a remote change the kernel may still hold an inode's old size: a
+    /// lookup or listing answered just before the invalidation can be cached for the
+    /// attribute timeout (`FuseFileSystem.attributeTimeout`), with margin.
+    static let staleWindow = Duration.seconds(3)
 
     func attach(_ session: KernelSession?) {
         self.session.withLock { $0 = session }
@@ -60,6 +67,23 @@ final class KernelCache: Sendable {
 
     /// The session's requests by kind since the mount (for `status`).
     var requestCounts: [String: Int] { current?.requestCounts ?? [:] }
+
+    /// A remote change changed the content of `inode`.
+    func noteContentChanged(_ inode: UInt64) {
+        let now = ContinuousClock.now
+        contentChangedAt.withLock { changed in
+            // Old entries go now and then, not at every change (a pull may change thousands).
+            if changed.count >= 4096 { changed = changed.filter { now - $0.value < Self.staleWindow } }
+            changed[inode] = now
+        }
+    }
+
+    /// Whether a remote change changed `inode`'s content within `staleWindow`: an `open`
+    /// then drops the kernel's cached size and pages first, or reads of the new content
+    /// could be cut to the old size.
+    func contentChangedRecently(_ inode: UInt64) -> Bool {
+        contentChangedAt.withLock { $0[inode].map { ContinuousClock.now - $0 < Self.staleWindow } ?? false }
+    }
 
     private var current: KernelSession? { session.withLock { $0 } }
 }

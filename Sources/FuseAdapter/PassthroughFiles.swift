@@ -21,8 +21,6 @@ final class PassthroughFiles: Sendable {
         var cachedOpens = 0
         var passthroughOpens = 0
         var backingID: Int32 = 0
-        /// A duplicate of the backing file, for `stat` while the kernel writes it.
-        var backingFile: Int32 = -1
         var outsideWriters = 0
     }
 
@@ -69,7 +67,6 @@ final class PassthroughFiles: Sendable {
                 switch channel.openBacking(file) {
                 case .success(let id):
                     entry.backingID = id
-                    entry.backingFile = dup(file)
                     entry.passthroughOpens = 1
                     state.passthroughCount += 1
                     return .passthrough(backingID: id)
@@ -97,17 +94,15 @@ final class PassthroughFiles: Sendable {
                 entry.passthroughOpens -= 1
                 if entry.passthroughOpens == 0 {
                     channel?.closeBacking(entry.backingID)
-                    if entry.backingFile >= 0 { close(entry.backingFile) }
                     entry.backingID = 0
-                    entry.backingFile = -1
                 }
             }
             state.nodes[node] = entry.cachedOpens == 0 && entry.passthroughOpens == 0 ? nil : entry
         }
     }
 
-    /// An open of `node` for writing is served by the kernel: until `endWriting`, `stat`
-    /// shows the backing file's size and times.
+    /// An open of `node` for writing is served by the kernel: until `endWriting`, its size
+    /// and times are the local copy's (`isWritten`).
     func beginWriting(_ node: UInt64) {
         state.withLock { $0.nodes[node]?.outsideWriters += 1 }
     }
@@ -116,13 +111,9 @@ final class PassthroughFiles: Sendable {
         state.withLock { $0.nodes[node]?.outsideWriters -= 1 }
     }
 
-    /// The backing file's own attributes while the kernel writes `node`, else nil.
-    func writtenAttributes(of node: UInt64) -> stat? {
-        state.withLock { state in
-            guard let entry = state.nodes[node], entry.outsideWriters > 0, entry.backingFile >= 0 else { return nil }
-            var info = stat()
-            return fstat(entry.backingFile, &info) == 0 ? info : nil
-        }
+    /// Whether the kernel is writing `node` itself.
+    func isWritten(_ node: UInt64) -> Bool {
+        state.withLock { ($0.nodes[node]?.outsideWriters ?? 0) > 0 }
     }
 
     /// For `status`: whether passthrough is on, why not, and the opens answered each way.

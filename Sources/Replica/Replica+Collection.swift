@@ -227,7 +227,7 @@ extension Replica {
                 "the journal was compacted past this device's position (entries before \(floor) are gone) and no snapshot covers them")
         }
         let tree = loaded.tree
-        let (changed, rewritten) = try state.withLock { state -> (Set<ItemID>, Int) in
+        let (changed, rewritten, changes) = try state.withLock { state -> (Set<ItemID>, Int, [ItemChange]) in
             let old = state.device.view
             let ids = Set(state.device.synced.allIDs).union(tree.allIDs)
             var device = state.device
@@ -239,12 +239,13 @@ extension Replica {
             }
             state.device = device
             state.collections.headTime = nil
-            return (Set(ids.filter { old.item($0) != device.view.item($0) }), rewritten.count)
+            let changed = Set(ids.filter { old.item($0) != device.view.item($0) })
+            return (changed, rewritten.count, itemChanges(changed, previous: { old.item($0) }, state))
         }
         logger.notice(
             "entries after this device's position were compacted away: started again from snapshot \(loaded.snapshot.seq), queued changes kept (\(rewritten) of them rewritten: they name items whose deletion expired meanwhile)")
         if !changed.isEmpty {
-            changeObserver.withLock { $0 }?(changed)
+            changeObserver.withLock { $0 }?(changes)
             downloadWanted(changed)
         }
     }

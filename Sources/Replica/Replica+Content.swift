@@ -181,7 +181,7 @@ extension Replica {
     /// The content record a write into `id` starts from. A placeholder written without its
     /// download keeps its size, its bytes missing: `commit` then refuses it instead of
     /// queuing zeros or a cut file.
-    private func recordBeforeWrite(_ id: ItemID, _ state: ReplicaState) -> ContentRecord {
+    func recordBeforeWrite(_ id: ItemID, _ state: ReplicaState) -> ContentRecord {
         if let record = state.content[id] { return record }
         guard let item = state.view.liveItem(id), item.size > 0 else { return .empty }
         return ContentRecord(chunks: item.chunks, size: item.size, present: ByteRanges(), dirty: false, pinned: false, lastAccess: 0)
@@ -193,6 +193,8 @@ extension Replica {
     public func copyRange(
         from source: OpenFile, at offset: UInt64, to target: OpenFile, at targetOffset: UInt64, count: Int
     ) async throws(ReplicaError) -> Int {
+        refreshIfWrittenOutside(source.id)
+        refreshIfWrittenOutside(target.id)
         let bytes = try await readable(source, offset: offset, count: count)
         guard bytes.count > 0 else { return 0 }
         return try write(target, offset: targetOffset, count: bytes.count) { fd in
@@ -204,6 +206,7 @@ extension Replica {
     /// `SEEK_DATA` (`toData`) or `SEEK_HOLE` from `offset`: nil past the end (ENXIO). Holes
     /// are the local copy's, once it is whole; bytes not downloaded yet count as data.
     public func seek(_ file: OpenFile, from offset: UInt64, toData: Bool) throws(ReplicaError) -> UInt64? {
+        refreshIfWrittenOutside(file.id)
         let record = state.withLock { $0.content[file.id] }
         let size: UInt64
         if let record { size = record.size } else { size = try attributes(of: file.id).size }
@@ -232,6 +235,7 @@ extension Replica {
     /// write (holes in the local copy); reserved space is the cache disk's only.
     public func allocate(_ file: OpenFile, at offset: UInt64, count: UInt64, _ allocation: Allocation) async throws(ReplicaError) {
         guard file.writable else { throw .invalidArgument("file not open for writing") }
+        refreshIfWrittenOutside(file.id)
         let end = offset + count
         let size = try attributes(of: file.id).size
         switch allocation {
@@ -339,6 +343,7 @@ extension Replica {
 
     /// `setattr` with a size: truncates or extends (with zeros) and queues the result.
     public func truncate(_ id: ItemID, to size: UInt64) async throws(ReplicaError) -> ItemAttributes {
+        refreshIfWrittenOutside(id)
         if size > 0 { try await downloadAll(id) }
         try resizeLocal(id, to: size)
         let isOpen = state.withLock { $0.openCount[id] != nil }
@@ -723,7 +728,13 @@ extension Replica {
         // fsync: the disk write of the content file runs while the file is chunked.
         let flush = durable ? files.startSyncingContent(id) : nil
         defer { try? flush?.wait() }
+        // Written by the kernel (passthrough) and still open so: its bytes may change while
+        // it is chunked, so its chunks are copied aside before it is queued (and it is
+        // chunked again if they changed meanwhile), and it stays dirty.
+        let outside = state.withLock { $0.outsideWriters[id] != nil }
+        var attempts = 0
         while true {
+            if outside { refreshOutsideWritten(id) }
             let snapshot = state.withLock {
                 state -> (generation: UInt64, size: UInt64, writing: Bool, previous: [ChunkRef], changed: ByteRanges?)? in
                 guard let record = state.content[id], record.dirty else { return nil }
@@ -733,8 +744,9 @@ extension Replica {
                 )
             }
             guard let snapshot else { break }  // nothing new to queue (an fsync still syncs)
-            // The kernel is writing it (passthrough): queued when the last such open ends.
-            if state.withLock({ $0.outsideWriters[id] != nil }) { break }
+            // Chunked whole each time: a large one is queued at its close (an fsync still
+            // makes it durable here, and a crash leaves it dirty: queued by the next mount).
+            if outside && snapshot.size > Replica.largestFileQueuedWhileWrittenOutside { break }
             if snapshot.writing {  // another thread is copying bytes in: chunk after it
                 usleep(200)
                 continue
@@ -753,6 +765,20 @@ extension Replica {
                 }
                 if changed { continue }
                 throw .localFailure("cannot read the cache file of \(id) to queue it", error)
+            }
+            if outside {
+                let stored = state.withLock { $0.storedChunks }
+                let changed: [ContentChunker.Piece]
+                do {
+                    changed = try copyAside(pieces.filter { !stored.contains($0.ref.hash) && !$0.isZeros }, of: id)
+                } catch {
+                    throw .localFailure("cannot copy the chunks of \(id) aside to queue it", error)
+                }
+                if !changed.isEmpty {
+                    attempts += 1
+                    if attempts < 3 { continue }
+                    return  // still being written: queued at a later flush or at the close
+                }
             }
             // Under the file's lock: the chunks it queues must not appear while a write is
             // copying that file's queued bytes aside.
@@ -779,7 +805,7 @@ extension Replica {
                     record.chunks = chunks
                     record.size = snapshot.size
                     record.present = ByteRanges([0..<snapshot.size])
-                    record.dirty = false
+                    record.dirty = outside && state.outsideWriters[id] != nil
                     state.content[id] = record
                     state.changedSinceClean[id] = nil
                     state.dirtyMtime[id] = nil
@@ -802,7 +828,7 @@ extension Replica {
                     enqueue([(op, unchanged ? nil : base)], &state, content: [id])
                     // Runs of zeros (fallocate, sparse files) are made anew for upload: their
                     // content file need not keep them, and a deleted one frees its space at once.
-                    if !unchanged {
+                    if !unchanged && !outside {  // an outside-written file's are staged already
                         state.unstaged.add(
                             pieces.filter { !state.storedChunks.contains($0.ref.hash) && !$0.isZeros }, of: id)
                     }

@@ -11,13 +11,18 @@ import Glibc
 /// that the kernel serves this way is bracketed by `beginOutsideWrites` and
 /// `endOutsideWrites`: the whole file counts as changed, and is queued at the end.
 extension Replica {
-    /// Whether reads of `id` can go to its local copy with no download and no record: the
-    /// copy is complete and holds the version an open would read.
-    public func hasCurrentCompleteCopy(_ id: ItemID) -> Bool {
+    /// A file the kernel writes is chunked whole at each commit; above this size it is
+    /// queued only when the last such open ends.
+    public static let largestFileQueuedWhileWrittenOutside: UInt64 = 64 << 20
+
+    /// The size of the local copy of `id` if reads can go to it with no download and no
+    /// record: it is complete and holds the version an open would read. Else nil.
+    public func completeCopySize(of id: ItemID) -> UInt64? {
         state.withLock { state in
-            guard let record = state.content[id], record.isComplete else { return false }
-            return record.dirty || state.view.liveItem(id)?.chunks == record.chunks
-                || state.versionAtOpen[id] == record.chunks
+            guard let record = state.content[id], record.isComplete else { return nil }
+            let current =
+                record.dirty || state.view.liveItem(id)?.chunks == record.chunks || state.versionAtOpen[id] == record.chunks
+            return current ? record.size : nil
         }
     }
 
@@ -26,12 +31,15 @@ extension Replica {
     /// before any byte lands (as a first `write` is).
     public func beginOutsideWrites(_ file: OpenFile) throws(ReplicaError) {
         let id = file.id
+        var info = stat()
+        let modified = fstat(file.descriptor, &info) == 0 ? Timestamp(clamping: Int64(info.st_mtim.tv_sec), nanoseconds: UInt32(clamping: info.st_mtim.tv_nsec)) : nil
         try fileLocks.withLock(id) { () throws(ReplicaError) in
             try copyQueuedBytesAside(of: id, in: 0..<UInt64.max)
             let firstWrite = state.withLock { state -> ContentRecord? in
-                state.outsideWriters[id, default: 0] += 1
-                guard let record = state.content[id], !record.dirty else { return nil }
-                return record.with(dirty: true)
+                state.outsideWriters[id, default: OutsideWriters(count: 0, lastSeenModified: modified)].count += 1
+                state.changedSinceClean[id] = nil
+                let record = recordBeforeWrite(id, state)
+                return record.dirty ? nil : record.with(dirty: true)
             }
             if let firstWrite {
                 state.withLock { $0.content[id] = firstWrite }
@@ -44,23 +52,47 @@ extension Replica {
     /// content (every byte changed, as far as the replica knows). Its close queues it.
     public func endOutsideWrites(_ file: OpenFile) {
         let id = file.id
-        var info = stat()
-        let size = fstat(file.descriptor, &info) == 0 ? UInt64(max(0, info.st_size)) : nil
+        refreshOutsideWritten(id)  // before the count drops: the last one's times still count
         state.withLock { state in
-            state.outsideWriters[id, default: 1] -= 1
-            if state.outsideWriters[id] == 0 { state.outsideWriters[id] = nil }
-            guard let size, var record = state.content[id] else { return }
+            state.outsideWriters[id]?.count -= 1
+            if state.outsideWriters[id]?.count == 0 { state.outsideWriters[id] = nil }
+        }
+    }
+
+    /// The attributes of `id`, its local copy taken as it is now if the kernel writes it.
+    public func refreshedAttributes(of id: ItemID) throws(ReplicaError) -> ItemAttributes {
+        refreshIfWrittenOutside(id)
+        return try attributes(of: id)
+    }
+
+    /// `refreshOutsideWritten` if the kernel is writing `id`.
+    func refreshIfWrittenOutside(_ id: ItemID) {
+        if state.withLock({ $0.outsideWriters[id] != nil }) { refreshOutsideWritten(id) }
+    }
+
+    /// Takes the local copy of `id`, written by the kernel, as it is now: its size, every
+    /// byte present and changed (chunked anew from end to end: the replica saw none of the
+    /// writes), and its modification time if the kernel wrote it.
+    func refreshOutsideWritten(_ id: ItemID) {
+        guard let fd = try? files.openContent(id, writable: false) else { return }
+        defer { try? fd.close() }
+        var info = stat()
+        guard fstat(fd.rawValue, &info) == 0 else { return }
+        let size = UInt64(max(0, info.st_size))
+        let modified = Timestamp(clamping: Int64(info.st_mtim.tv_sec), nanoseconds: UInt32(clamping: info.st_mtim.tv_nsec))
+        state.withLock { state in
+            var record = recordBeforeWrite(id, state)
             record.size = size
-            record.present = ByteRanges()
-            record.present.insert(0..<size)
+            record.present = ByteRanges([0..<size])
             record.dirty = true
             state.content[id] = record
-            // Chunked anew from end to end: the replica saw none of the writes.
             state.changedSinceClean[id] = nil
             state.writeGeneration[id, default: 0] += 1
-            let now = Timestamp.now()
-            state.dirtyMtime[id] = now
-            state.dirtyCtime[id] = now
+            if state.outsideWriters[id] != nil, state.outsideWriters[id]?.lastSeenModified != modified {
+                state.outsideWriters[id]?.lastSeenModified = modified
+                state.dirtyMtime[id] = modified
+                state.dirtyCtime[id] = modified
+            }
         }
     }
 }

@@ -109,18 +109,6 @@ extension Replica {
         return false
     }
 
-    /// How long after a pull changed an item the kernel may still hold its old attributes
-    /// (the FUSE layer's attribute and entry timeouts, with margin).
-    public static let recentPull = Duration.seconds(3)
-
-    /// Whether a pull changed `id` within ``recentPull``: an `open` then drops the kernel's
-    /// cached size and pages first, or reads of the new content could be cut to the old size.
-    public func pulledRecently(_ id: ItemID) -> Bool {
-        state.withLock { state in
-            state.pulledAt[id].map { ContinuousClock.now - $0 < Replica.recentPull } ?? false
-        }
-    }
-
     /// Number of queued local changes not yet in the journal.
     public var pendingChangeCount: Int {
         state.withLock { $0.device.pending.count }
@@ -246,7 +234,7 @@ extension Replica {
 
     /// Applies journal entries to the device state and the database in one transaction.
     private func apply(_ entries: [(seq: UInt64, commit: Commit?)]) throws {
-        let (outcome, landed, events) = try state.withLock { state in
+        let (outcome, landed, events, changes) = try state.withLock { state in
             let inFlight = state.inFlight
             // What a failed recording goes back to (held, these two are copied only if the
             // batch lands: the queue and the landed ids, not the container).
@@ -292,16 +280,8 @@ extension Replica {
             if landed != nil { state.inFlight = nil }
             state.owed = owed
             if let newest = entries.last(where: { $0.commit != nil })?.commit { state.collections.headTime = newest.time }
-            let now = ContinuousClock.now
-            state.pulledAt = state.pulledAt.filter { now - $0.value < Replica.recentPull }
-            // Only a file the kernel may know at another size: existing, size or content changed.
-            for id in outcome.changed {
-                guard let old = outcome.previous[id], let new = state.device.view.item(id),
-                    old.size != new.size || old.chunks != new.chunks
-                else { continue }
-                state.pulledAt[id] = now
-            }
-            return (outcome, landed, events)
+            let changes = outcome.changed.isEmpty ? [] : itemChanges(outcome.changed, previous: { outcome.previous[$0] }, state)
+            return (outcome, landed, events, changes)
         }
         self.events.append(events)
         for fold in outcome.outcomes {
@@ -310,7 +290,7 @@ extension Replica {
         }
         if let landed { try finishLanded(landed, entries: entries) }
         if !outcome.changed.isEmpty {
-            changeObserver.withLock { $0 }?(outcome.changed)
+            changeObserver.withLock { $0 }?(changes)
             downloadWanted(outcome.changed)
         }
     }

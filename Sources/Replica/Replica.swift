@@ -44,7 +44,7 @@ public final class Replica: Sendable {
     let loop = Mutex<Task<Void, Never>?>(nil)
     /// Automatic collection (`ReplicaConfiguration.autoCollect`) and usage measured lately.
     let collection = Mutex(CollectionTasks())
-    let changeObserver = Mutex<(@Sendable (Set<ItemID>) -> Void)?>(nil)
+    let changeObserver = Mutex<(@Sendable ([ItemChange]) -> Void)?>(nil)
     let downloads = DownloadTable()
     let commits = BackgroundCommits()
     let events: EventLog
@@ -178,9 +178,24 @@ public final class Replica: Sendable {
     // MARK: - Observing
 
     /// Called (on a background task) with the items whose visible state changed because of
-    /// remote changes; the FUSE layer invalidates the kernel's caches with it.
-    public func setChangeObserver(_ observer: (@Sendable (Set<ItemID>) -> Void)?) {
+    /// remote changes, each with what the kernel's caches need to know of it (`ItemChange`):
+    /// the FUSE layer invalidates them with that alone.
+    public func setChangeObserver(_ observer: (@Sendable ([ItemChange]) -> Void)?) {
         changeObserver.withLock { $0 = observer }
+    }
+
+    /// The changes of `ids` as observers see them, worked out under the state lock:
+    /// `previous` gives each item as it was before.
+    func itemChanges(_ ids: Set<ItemID>, previous: (ItemID) -> Item?, _ state: ReplicaState) -> [ItemChange] {
+        ids.map { id in
+            let now = state.device.view.liveItem(id)
+            let old = previous(id)
+            let parent = now?.parent
+            return ItemChange(
+                id: id, inode: state.inodes.number(of: id), parent: parent,
+                parentInode: parent.flatMap { state.inodes.number(of: $0) }, name: now?.name,
+                contentChanged: old != nil && now != nil && (old?.size != now?.size || old?.chunks != now?.chunks))
+        }
     }
 
     // MARK: - Inodes

@@ -35,8 +35,8 @@ struct ReplicaState: Sendable {
     var dirtyCtime: [ItemID: Timestamp] = [:]
     var openCount: [ItemID: Int] = [:]
     /// Files open for writing that the kernel writes itself (passthrough): their bytes change
-    /// unseen, so they are not queued until the last such open ends (`endOutsideWrites`).
-    var outsideWriters: [ItemID: Int] = [:]
+    /// unseen (`Replica+OutsideWrites.swift`).
+    var outsideWriters: [ItemID: OutsideWriters] = [:]
     /// Folders open here (`opendir`): one replaced by a rename still answers `fstat`.
     var openFolders: [ItemID: Int] = [:]
     /// Files being downloaded to be opened for writing: kept (never evicted) meanwhile.
@@ -50,9 +50,6 @@ struct ReplicaState: Sendable {
     /// wins), later saves here are edits like any other. A file deleted by another device
     /// while open here is revived by its writes.
     var unlinkedHere: Set<ItemID> = []
-    /// When a pull last changed each item (recent ones only): the kernel may still hold
-    /// attributes of the version before, from a reply that crossed the invalidation.
-    var pulledAt: [ItemID: ContinuousClock.Instant] = [:]
     var downloading: Set<ItemID> = []
     var downloadRequested: Set<ItemID> = []
     /// Whole-file downloads waiting for a background worker, and how many workers run.
@@ -121,4 +118,11 @@ struct ReplicaState: Sendable {
     var itemsWithPendingChanges: Set<ItemID> {
         Set(device.pending.flatMap { $0.ops.map(\.itemID) })
     }
+}
+
+/// The opens of one file that the kernel writes itself, and its content file's modification
+/// time when last looked at (a later one says the kernel wrote it since).
+struct OutsideWriters: Sendable {
+    var count: Int
+    var lastSeenModified: Timestamp?
 }

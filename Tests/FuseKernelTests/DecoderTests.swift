@@ -61,18 +61,20 @@ struct DecoderTests {
         arguments.fh = 11
         arguments.offset = 4096
         arguments.size = 3
+        arguments.write_flags = UInt32(FUSE_WRITE_KILL_SUIDGID)
         let request = try Self.decode(Self.message(FUSE_WRITE, node: 8, Self.bytes(arguments) + [1, 2, 3]))
-        guard case .write(let node, let handle, let offset, let bytes) = request.operation else {
+        guard case .write(let node, let handle, let offset, let bytes, let kills) = request.operation else {
             Issue.record("\(request.operation)")
             return
         }
         #expect((node, handle, offset) == (8, 11, 4096))
         #expect(Array(bytes) == [1, 2, 3])
+        #expect(kills)
     }
 
     @Test func setattrKeepsOnlyTheFieldsItActsOn() throws {
         var arguments = fuse_setattr_in()
-        arguments.valid = UInt32(FATTR_MODE | FATTR_FH | FATTR_LOCKOWNER | FATTR_MTIME)
+        arguments.valid = UInt32(FATTR_MODE | FATTR_FH | FATTR_LOCKOWNER | FATTR_MTIME | FATTR_KILL_SUIDGID)
         arguments.fh = 4
         arguments.mode = 0o600
         arguments.mtime = 100
@@ -81,6 +83,7 @@ struct DecoderTests {
         guard case .setattr(_, let change) = request.operation else { Issue.record("\(request.operation)"); return }
         #expect(change.fields == AttributeChange.mode | AttributeChange.mtime)
         #expect(change.handle == 4)
+        #expect(change.killsPrivileges)
         #expect(change.values.st_mode == 0o600)
         #expect(change.values.st_mtim.tv_sec == 100 && change.values.st_mtim.tv_nsec == 5)
     }

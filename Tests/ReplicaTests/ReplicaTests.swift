@@ -369,7 +369,7 @@ struct ReplicaTests {
         let a = try await devices.open("a") { $0.pollInterval = .milliseconds(100) }
         let b = try await devices.open("b") { $0.pollInterval = .milliseconds(100) }
         let seen = Mutex<Set<ItemID>>([])
-        b.setChangeObserver { ids in seen.withLock { $0.formUnion(ids) } }
+        b.setChangeObserver { changes in seen.withLock { $0.formUnion(changes.map(\.id)) } }
         a.start()
         b.start()
         let id = try await a.writeFile("live.txt", Data("hello".utf8))

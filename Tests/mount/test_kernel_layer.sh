@@ -148,3 +148,45 @@ PY
     fails python3 "$T/handles.py" read "$T/a" "$T/file-handle" 2>"$T/err"
     grep -q "Stale file handle" "$T/err"
 }
+
+# New files, O_TRUNC saves and appends are written by the kernel itself: no WRITE request
+# reaches the daemon, and what they wrote reaches another device, also what an fsync made
+# durable while the file was still open.
+test_appends_and_new_files_are_written_by_the_kernel() {
+    mount_device a
+    mount_device b
+    local writes
+    writes=$(kernel_count a write)
+    head -c 5M /dev/urandom > "$T/source"
+    cp "$T/source" "$T/a/new"
+    printf 'first\n' > "$T/a/log"
+    cat > "$T/appender.py" <<'PY'
+import os, subprocess, sys
+mount, icloudfs, other = sys.argv[1], sys.argv[2], sys.argv[3]
+fd = os.open(mount + "/log", os.O_WRONLY | os.O_APPEND)
+for n in range(5000):
+    os.write(fd, b"%04d" % (n % 10000))
+os.fsync(fd)
+# Still open: the fsync's version reaches the store and the other device (the file still
+# counts as being written: `sync --wait` would wait for the close).
+subprocess.run([icloudfs, "sync", mount], check=True)
+expected = 6 + 5000 * 4
+for _ in range(300):
+    if os.path.getsize(other + "/log") == expected:
+        break
+    subprocess.run(["sleep", "0.1"])
+assert os.path.getsize(other + "/log") == expected, os.path.getsize(other + "/log")
+assert os.fstat(fd).st_size == expected
+for n in range(5000):
+    os.write(fd, b"more")
+os.close(fd)
+PY
+    python3 "$T/appender.py" "$T/a" "$BIN/icloudfs" "$T/b"
+    assert_eq "$(kernel_count a write)" "$writes" "WRITE requests"
+    assert_eq "$(stat -c %s "$T/a/log")" $((6 + 10000 * 4)) "size after the appends"
+    sync_wait a
+    eventually 'test "$(stat -c %s "$T/b/log")" = 40006'
+    cmp "$T/a/log" "$T/b/log"
+    cmp "$T/source" "$T/b/new"
+    assert_eq "$(xattr isUploaded "$T/a/log")" 1
+}

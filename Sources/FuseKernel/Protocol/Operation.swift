@@ -20,6 +20,9 @@ public struct AttributeChange: Sendable {
     public var fields: UInt32
     /// The open file the change came through (`ftruncate`), if any.
     public var handle: UInt64?
+    /// A truncation by a caller without CAP_FSETID: set-id bits go (with
+    /// `Capabilities.handleKillPrivilegesV2`).
+    public var killsPrivileges = false
 
     public static let mode = UInt32(FATTR_MODE)
     public static let uid = UInt32(FATTR_UID)
@@ -52,12 +55,14 @@ public enum Operation {
     case rmdir(parent: UInt64, name: KernelName)
     case rename(parent: UInt64, name: KernelName, newParent: UInt64, newName: KernelName, flags: UInt32)
     case link(node: UInt64, newParent: UInt64, newName: KernelName)
-    case open(node: UInt64, flags: Int32)
+    /// `killsPrivileges`: an O_TRUNC open by a caller without CAP_FSETID (set-id bits go).
+    case open(node: UInt64, flags: Int32, killsPrivileges: Bool)
     case create(parent: UInt64, name: KernelName, mode: UInt32, umask: UInt32, flags: Int32)
     case read(node: UInt64, handle: UInt64, offset: UInt64, size: Int)
     /// The bytes are the receiving worker's buffer: valid only while the request is served
     /// (`KernelFileSystem.serve` returns).
-    case write(node: UInt64, handle: UInt64, offset: UInt64, bytes: UnsafeRawBufferPointer)
+    /// `killsPrivileges`: a write by a caller without CAP_FSETID (set-id bits go).
+    case write(node: UInt64, handle: UInt64, offset: UInt64, bytes: UnsafeRawBufferPointer, killsPrivileges: Bool)
     case flush(node: UInt64, handle: UInt64)
     case release(node: UInt64, handle: UInt64)
     case fsync(node: UInt64, handle: UInt64)

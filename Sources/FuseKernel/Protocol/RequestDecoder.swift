@@ -56,7 +56,11 @@ public enum RequestDecoder {
         case FUSE_LINK:
             let arguments = try body.take(fuse_link_in.self)
             operation = .link(node: arguments.oldnodeid, newParent: node, newName: try body.name())
-        case FUSE_OPEN: operation = .open(node: node, flags: Int32(bitPattern: try body.take(fuse_open_in.self).flags))
+        case FUSE_OPEN:
+            let arguments = try body.take(fuse_open_in.self)
+            operation = .open(
+                node: node, flags: Int32(bitPattern: arguments.flags),
+                killsPrivileges: arguments.open_flags & UInt32(FUSE_OPEN_KILL_SUIDGID) != 0)
         case FUSE_CREATE:
             let arguments = try body.take(fuse_create_in.self)
             operation = .create(
@@ -67,7 +71,9 @@ public enum RequestDecoder {
             operation = .read(node: node, handle: arguments.fh, offset: arguments.offset, size: Int(arguments.size))
         case FUSE_WRITE:
             let arguments = try body.take(fuse_write_in.self)
-            operation = .write(node: node, handle: arguments.fh, offset: arguments.offset, bytes: try body.rest(Int(arguments.size)))
+            operation = .write(
+                node: node, handle: arguments.fh, offset: arguments.offset, bytes: try body.rest(Int(arguments.size)),
+                killsPrivileges: arguments.write_flags & UInt32(FUSE_WRITE_KILL_SUIDGID) != 0)
         case FUSE_FLUSH: operation = .flush(node: node, handle: try body.take(fuse_flush_in.self).fh)
         case FUSE_RELEASE: operation = .release(node: node, handle: try body.take(fuse_release_in.self).fh)
         case FUSE_FSYNC: operation = .fsync(node: node, handle: try body.take(fuse_fsync_in.self).fh)
@@ -132,7 +138,8 @@ public enum RequestDecoder {
         values.st_ctim = timespec(tv_sec: Int(Int64(bitPattern: arguments.ctime)), tv_nsec: Int(arguments.ctimensec))
         return AttributeChange(
             values: values, fields: arguments.valid & AttributeChange.acted,
-            handle: arguments.valid & UInt32(FATTR_FH) != 0 ? arguments.fh : nil)
+            handle: arguments.valid & UInt32(FATTR_FH) != 0 ? arguments.fh : nil,
+            killsPrivileges: arguments.valid & UInt32(FATTR_KILL_SUIDGID) != 0)
     }
 
     /// The body after the header, read front to back.

@@ -25,6 +25,9 @@ public struct Capabilities: OptionSet, Sendable {
     public static let readdirPlusAuto = Capabilities(rawValue: UInt64(FUSE_READDIRPLUS_AUTO))
     public static let asyncDirectIO = Capabilities(rawValue: UInt64(FUSE_ASYNC_DIO))
     public static let parallelDirectoryOperations = Capabilities(rawValue: UInt64(FUSE_PARALLEL_DIROPS))
+    /// The filesystem clears set-id bits on write, truncation and chown (the kernel says
+    /// when); the kernel then stops asking for `security.capability` before every write.
+    public static let handleKillPrivilegesV2 = Capabilities(rawValue: UInt64(FUSE_HANDLE_KILLPRIV_V2))
     public static let posixACL = Capabilities(rawValue: UInt64(FUSE_POSIX_ACL))
     public static let maxPages = Capabilities(rawValue: UInt64(FUSE_MAX_PAGES))
     public static let ioctlOnFolders = Capabilities(rawValue: UInt64(FUSE_IOCTL_DIR))
