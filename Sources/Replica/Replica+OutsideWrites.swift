@@ -13,7 +13,7 @@ import Glibc
 extension Replica {
     /// A file the kernel writes is chunked whole at each commit; above this size it is
     /// queued only when the last such open ends.
-    public static let largestFileQueuedWhileWrittenOutside: UInt64 = 64 << 20
+    public static let largestFileQueuedWhileWrittenOutside: UInt64 = 16 << 20
 
     /// The size of the local copy of `id` if reads can go to it with no download and no
     /// record: it is complete and holds the version an open would read. Else nil.

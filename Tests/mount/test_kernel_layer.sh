@@ -190,3 +190,31 @@ PY
     cmp "$T/source" "$T/b/new"
     assert_eq "$(xattr isUploaded "$T/a/log")" 1
 }
+
+# A user's mount: fusermount3 mounts and hands the /dev/fuse descriptor back; the kernel
+# refuses that user a backing file, so every read goes through the daemon, and it says so.
+test_a_user_mounts_through_fusermount3_and_reads_through_the_daemon() {
+    local mode
+    mode=$(stat -c %a /dev/fuse)
+    # Some machines keep /dev/fuse to root (Debian makes it 0666): opened for the test only.
+    chmod 666 /dev/fuse
+    # A folder the user can reach (the test's own is root's alone), and work from there.
+    local home
+    home=$(mktemp -d /tmp/icloudfs-user.XXXXXX)
+    trap "umount -l '$home/m' 2>/dev/null || true; rm -rf '$home'; chmod $mode /dev/fuse" EXIT
+    mkdir -p "$home/store" "$home/m"
+    cp "$BIN/icloudfs" "$home/icloudfs"
+    chown -R nobody:nogroup "$home"
+    chmod 755 "$home"
+    cd "$home"
+    as_user() { setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME="$home" XDG_CACHE_HOME="$home/cache" "$@"; }
+    as_user "$home/icloudfs" mount "$CONTAINER" "$home/m" -o "store=$home/store"
+    grep " $home/m " /proc/mounts | grep -q "user_id=$(id -u nobody)"
+    as_user sh -c "echo hello > '$home/m/f'"
+    assert_eq "$(as_user cat "$home/m/f")" hello
+    assert_eq "$(as_user cat "$home/m/f")" hello
+    as_user "$home/icloudfs" status "$home/m" | grep -q "kernel: every read goes through the daemon (passthrough off: the kernel refused a backing file"
+    as_user getfattr --only-values -n user.icloud.kernel "$home/m" | tr ' ' '\n' | grep -qx "passthroughOpens=0"
+    as_user fusermount3 -u "$home/m"
+    fails grep -q " $home/m " /proc/mounts
+}
