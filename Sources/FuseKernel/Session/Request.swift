@@ -73,8 +73,10 @@ public final class Request: Sendable {
     /// Answers a read with up to `count` bytes of `file` at `offset` (fewer at its end).
     public func reply(file: Int32, offset: UInt64, count: Int) {
         guard claim() else { return }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 4096)
-        defer { buffer.deallocate() }
+        ReadBuffers.shared.with(count) { buffer in answerRead(into: buffer, file: file, offset: offset, count: count) }
+    }
+
+    private func answerRead(into buffer: UnsafeMutableRawBufferPointer, file: Int32, offset: UInt64, count: Int) {
         var done = 0
         while done < count {
             let got = pread(file, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done))
@@ -106,6 +108,41 @@ public final class Request: Sendable {
                 }
             }
         }
+    }
+}
+
+/// Buffers for read replies, kept for the next read: a new 1 MiB buffer per read costs an
+/// `mmap`, page faults and a `munmap` (glibc maps blocks that large on their own).
+final class ReadBuffers: Sendable {
+    static let shared = ReadBuffers()
+    static let size = 1 << 20
+    /// Enough for every worker and a few reads waiting on downloads at once.
+    static let kept = 24
+
+    private struct Buffer: @unchecked Sendable {
+        // SAFETY: a buffer belongs to one caller at a time: taken from the list, given back.
+        let bytes: UnsafeMutableRawBufferPointer
+    }
+
+    private let free = Mutex<[Buffer]>([])
+
+    /// Runs `body` with a buffer of at least `count` bytes.
+    func with(_ count: Int, _ body: (UnsafeMutableRawBufferPointer) -> Void) {
+        guard count <= Self.size else {
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 4096)
+            defer { buffer.deallocate() }
+            return body(buffer)
+        }
+        let buffer =
+            free.withLock { $0.popLast() }
+            ?? Buffer(bytes: UnsafeMutableRawBufferPointer.allocate(byteCount: Self.size, alignment: 4096))
+        body(buffer.bytes)
+        let kept = free.withLock { free in
+            guard free.count < Self.kept else { return false }
+            free.append(buffer)
+            return true
+        }
+        if !kept { buffer.bytes.deallocate() }
     }
 }
 
