@@ -423,8 +423,12 @@ extension FuseFileSystem {
             // Pages the kernel cached for daemon-served opens before are stale now.
             kernel.run { [kernel] in kernel.invalidateInodeNow(open.node) }
         }
+        let keptOlderVersion = replica.keepsOlderVersionForOpens(open.file.id)
         passthroughs.release(open.node, open.mode)
         replica.closeSoon(open.file)
+        // The kernel cached pages and the size of the version kept for the opens: the next
+        // open must read the current one.
+        if keptOlderVersion { kernel.invalidateInodeAndWait(open.node) }
         request.ok()
     }
 

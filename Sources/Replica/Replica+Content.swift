@@ -398,12 +398,7 @@ extension Replica {
     private func versionToStart(_ id: ItemID, _ state: ReplicaState) -> Item? {
         let record = state.content[id] ?? .empty
         guard !record.dirty, let item = state.view.liveItem(id), item.kind == .file else { return nil }
-        // Close-to-open: while the file is open, a complete local copy of the version that
-        // was opened keeps being read; a newer version shows at the next open after all
-        // close (as a program that replaced a file keeps reading the old one).
-        let keepOpenedVersion = state.versionAtOpen[id] == record.chunks && state.content[id] != nil
-            && record.isComplete && record.chunks != item.chunks
-        guard !keepOpenedVersion else { return nil }
+        guard state.content[id] == nil || !state.keepsOpenedVersion(item, record) else { return nil }
         guard record.chunks != item.chunks || record.size != item.size || state.content[id] == nil else { return nil }
         return item
     }

@@ -26,6 +26,15 @@ extension Replica {
         }
     }
 
+    /// Whether the opens of `id` here read a version older than the current one (close-to-open
+    /// keeps it for them): at the last close, the kernel's pages and size of it are stale.
+    public func keepsOlderVersionForOpens(_ id: ItemID) -> Bool {
+        state.withLock { state in
+            guard let item = state.view.liveItem(id), let record = state.content[id], !record.dirty else { return false }
+            return state.keepsOpenedVersion(item, record)
+        }
+    }
+
     /// Before the kernel may write `file`'s local copy: the bytes of queued versions still
     /// there are copied aside (the kernel will not ask), and the copy is recorded as written
     /// before any byte lands (as a first `write` is).

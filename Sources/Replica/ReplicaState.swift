@@ -103,7 +103,15 @@ struct ReplicaState: Sendable {
     }
 
     private func withUnsavedWrites(_ item: Item) -> Item {
-        guard let record = content[item.id], record.dirty else { return item }
+        guard let record = content[item.id] else { return item }
+        guard record.dirty else {
+            // A version kept for the opens here shows its own size until they all close:
+            // what those opens (and new ones meanwhile) read is that version, whole.
+            guard keepsOpenedVersion(item, record) else { return item }
+            var item = item
+            item.size = record.size
+            return item
+        }
         var item = item
         item.size = record.size
         item.mtime = dirtyMtime[item.id] ?? item.mtime
@@ -112,6 +120,13 @@ struct ReplicaState: Sendable {
         item.atime = dirtyAtime[item.id] ?? item.atime
         item.ctime = dirtyCtime[item.id] ?? item.ctime
         return item
+    }
+
+    /// Close-to-open: while a file is open, a complete local copy of the version that was
+    /// opened keeps being read; a newer version (`item`, from another device) shows at the
+    /// next open after all close (as a program that replaced a file keeps reading the old one).
+    func keepsOpenedVersion(_ item: Item, _ record: ContentRecord) -> Bool {
+        versionAtOpen[item.id] == record.chunks && record.isComplete && record.chunks != item.chunks
     }
 
     /// Items some queued change touches.

@@ -62,11 +62,13 @@ test_evict_of_an_open_passthrough_file_is_refused() {
     assert_eq "$(cat "$T/a/f")" "kept while open"
 }
 
-# A new version from another device does not change the bytes under an open (as a file
-# replaced by a rename keeps being read on a local disk); the next open reads it.
-test_a_remote_version_during_a_passthrough_read_shows_at_the_next_open() {
+# A new version from another device, written in place, does not change the bytes under an
+# open (as a file replaced by a rename keeps being read on a local disk): the open reads the
+# old version to its end, by read and by mmap; `stat` and opens meanwhile show that version
+# too, whole; the first open after all close reads the new one.
+remote_version_during_a_read() {
     mount_device a
-    mount_device b
+    mount_device b "$1"
     head -c 3M /dev/urandom > "$T/v1"
     head -c 2M /dev/urandom > "$T/v2"
     cp "$T/v1" "$T/a/doc"
@@ -76,14 +78,28 @@ test_a_remote_version_during_a_passthrough_read_shows_at_the_next_open() {
     reads=$(kernel_count b read)
     exec 3<"$T/b/doc"
     head -c 1M <&3 > "$T/first"
+    python3 -c 'import mmap, sys; f = open(sys.argv[1], "rb"); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); open(sys.argv[2], "wb").write(m[:])' "$T/b/doc" "$T/mapped-before" &
+    wait $!
     cp "$T/v2" "$T/a/doc"
     sync_wait a
-    eventually 'test "$(stat -c %s "$T/b/doc")" = 2097152'
+    sleep 1  # b pulls within its poll (200 ms)
+    assert_eq "$(stat -c %s "$T/b/doc")" 3145728 "size while the old version is open"
+    cmp "$T/v1" "$T/b/doc"  # an open meanwhile reads that version too
     cat <&3 > "$T/rest"
+    if [ -z "$1" ]; then assert_eq "$(kernel_count b read)" "$reads" "READ requests while the old version was read"; fi
     exec 3<&-
     cat "$T/first" "$T/rest" | cmp - "$T/v1"
-    assert_eq "$(kernel_count b read)" "$reads" "READ requests while the old version was read"
-    cmp "$T/v2" "$T/b/doc"
+    cmp "$T/mapped-before" "$T/v1"
+    eventually 'cmp -s "$T/v2" "$T/b/doc"'
+    assert_eq "$(stat -c %s "$T/b/doc")" 2097152 "size after the close"
+}
+
+test_a_remote_version_during_a_passthrough_read_shows_at_the_next_open() {
+    remote_version_during_a_read ""
+}
+
+test_a_remote_version_during_a_daemon_served_read_shows_at_the_next_open() {
+    remote_version_during_a_read nopassthrough
 }
 
 # An open for writing that arrives while the kernel serves the file (a `tail -f` open
@@ -217,4 +233,35 @@ test_a_user_mounts_through_fusermount3_and_reads_through_the_daemon() {
     as_user getfattr --only-values -n user.icloud.kernel "$home/m" | tr ' ' '\n' | grep -qx "passthroughOpens=0"
     as_user fusermount3 -u "$home/m"
     fails grep -q " $home/m " /proc/mounts
+}
+
+# A file the kernel writes (a writer after a passthrough reader) grown by that writer: the
+# daemon's fallocate, hole punch and copy_file_range see its size as it is (they used the
+# size from before the writes: a plain fallocate cut the file, found by fsx).
+test_fallocate_and_copy_range_on_a_file_the_kernel_writes() {
+    mount_device a
+    head -c 65536 /dev/zero | tr '\0' A > "$T/a/f"
+    sync_wait a
+    python3 - "$T/a/f" <<'PY'
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+path = sys.argv[1]
+reader = os.open(path, os.O_RDONLY)  # the file is in passthrough mode from here
+w = os.open(path, os.O_RDWR)
+os.pwrite(w, b"B" * 32768, 65536)
+assert libc.fallocate(w, 0, 65536, 8192) == 0
+assert os.fstat(w).st_size == 98304, os.fstat(w).st_size
+assert libc.fallocate(w, 0x01 | 0x02, 70000, 4096) == 0  # punch a hole, keep the size
+assert os.pread(w, 4096, 70000) == bytes(4096)
+assert os.copy_file_range(w, w, 4096, 90000, 0) == 4096
+os.close(w)
+os.close(reader)
+data = open(path, "rb").read()
+assert len(data) == 98304, len(data)
+assert data[:4096] == b"B" * 4096 and data[70000:74096] == bytes(4096) and data[-1:] == b"B"
+PY
+    sync_wait a
+    mount_device b
+    cmp "$T/a/f" "$T/b/f"
 }
