@@ -106,6 +106,7 @@ let package = Package(
             dependencies: [
                 "CFuseKernel",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         // Translates kernel requests into Replica calls; no sync logic.

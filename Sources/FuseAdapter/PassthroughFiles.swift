@@ -1,5 +1,4 @@
 import FuseKernel
-import Glibc
 import Synchronization
 
 /// Which opens the kernel serves itself from the local copy (FUSE passthrough), per node.
@@ -37,6 +36,9 @@ final class PassthroughFiles: Sendable {
 
     private let state = Mutex(State())
     private let channel = Mutex<KernelChannel?>(nil)
+    /// Opens the kernel writes, all nodes together: `isWritten` is asked for every `stat`,
+    /// and is almost always answered by this alone.
+    private let writers = Atomic<Int>(0)
 
     /// The connection backing files are registered on (nil once it is gone).
     func attach(_ channel: KernelChannel?) {
@@ -105,15 +107,18 @@ final class PassthroughFiles: Sendable {
     /// and times are the local copy's (`isWritten`).
     func beginWriting(_ node: UInt64) {
         state.withLock { $0.nodes[node]?.outsideWriters += 1 }
+        writers.add(1, ordering: .relaxed)
     }
 
     func endWriting(_ node: UInt64) {
         state.withLock { $0.nodes[node]?.outsideWriters -= 1 }
+        writers.subtract(1, ordering: .relaxed)
     }
 
     /// Whether the kernel is writing `node` itself.
     func isWritten(_ node: UInt64) -> Bool {
-        state.withLock { ($0.nodes[node]?.outsideWriters ?? 0) > 0 }
+        guard writers.load(ordering: .relaxed) > 0 else { return false }
+        return state.withLock { ($0.nodes[node]?.outsideWriters ?? 0) > 0 }
     }
 
     /// For `status`: whether passthrough is on, why not, and the opens answered each way.

@@ -1,4 +1,5 @@
 import Foundation
+import FuseKernel
 
 #if canImport(Glibc)
 import Glibc
@@ -11,14 +12,10 @@ enum Remount {
         guard ExtendedAttributes.isOnMount(mountPoint) else {
             throw ExitMessage("\(mountPoint): not on an icloudfs mount (remount changes a mount that exists)")
         }
-        var flags = UInt(MS_REMOUNT)
-        if options.readOnly { flags |= UInt(MS_RDONLY) }
-        let named: [String: Int] = [
-            "nosuid": Int(MS_NOSUID), "nodev": Int(MS_NODEV), "noexec": Int(MS_NOEXEC), "sync": Int(MS_SYNCHRONOUS),
-            "dirsync": Int(MS_DIRSYNC), "noatime": Int(MS_NOATIME),
-        ]
-        for flag in options.kernelFlags { flags |= UInt(named[flag] ?? 0) }
-        if !options.folderAccessTimes { flags |= UInt(MS_NODIRATIME) }
+        var names = options.kernelFlags
+        if options.readOnly { names.append("ro") }
+        if !options.folderAccessTimes { names.append("nodiratime") }
+        let flags = KernelMount.mountFlags(names, over: UInt(MS_REMOUNT))
         guard mount(nil, mountPoint, nil, flags, nil) == 0 else {
             throw ExitMessage("cannot remount \(mountPoint): \(String(cString: strerror(errno)))")
         }

@@ -24,12 +24,8 @@ public struct OpenFlags: OptionSet, Sendable {
     public let rawValue: UInt32
     public init(rawValue: UInt32) { self.rawValue = rawValue }
 
-    /// Every read and write reaches the daemon; nothing is cached.
-    public static let directIO = OpenFlags(rawValue: UInt32(FOPEN_DIRECT_IO))
     /// The pages cached from earlier opens stay valid.
     public static let keepCache = OpenFlags(rawValue: UInt32(FOPEN_KEEP_CACHE))
-    /// A folder's listing may be cached between opens.
-    public static let cacheDirectory = OpenFlags(rawValue: UInt32(FOPEN_CACHE_DIR))
     /// Reads and writes go to the backing file named by `OpenReply.backingID`, in the kernel.
     public static let passthrough = OpenFlags(rawValue: UInt32(ICLOUDFS_FOPEN_PASSTHROUGH))
 }

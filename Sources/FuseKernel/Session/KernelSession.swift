@@ -2,6 +2,7 @@ import CFuseKernel
 import Dispatch
 import Foundation
 import Glibc
+import SystemPackage
 import Synchronization
 
 /// A mounted filesystem's connection to the kernel: reads requests on worker threads,
@@ -12,8 +13,6 @@ public final class KernelSession: Sendable {
     private let fileSystem: any KernelFileSystem
     private let workers = Mutex(Workers())
     private let finished = DispatchGroup()
-    /// What `FUSE_INIT` settled (set once, before any other request is served).
-    private let negotiated = Mutex<Capabilities>([])
     /// Requests received, by opcode (what passthrough saves shows as reads not counted).
     private let received = Mutex([Int](repeating: 0, count: 64))
     /// Each request logged as it arrives (`-o debug`).
@@ -39,9 +38,6 @@ public final class KernelSession: Sendable {
         self.traceRequests = traceRequests
         channel = KernelChannel(descriptor: try KernelMount.mount(at: mountPoint, options))
     }
-
-    /// The capabilities in force (after the kernel's `FUSE_INIT`).
-    public var capabilities: Capabilities { negotiated.withLock { $0 } }
 
     /// Serves requests until the filesystem is unmounted (or SIGINT, SIGTERM or SIGHUP,
     /// which unmount it). Blocks the calling thread, which is the first worker.
@@ -138,7 +134,6 @@ public final class KernelSession: Sendable {
         let settings = fileSystem.connect(offered)
         var capabilities = Capabilities(rawValue: settings.capabilities.rawValue & offered.flags)
         if capabilities.rawValue >> 32 != 0 { capabilities.insert(.extendedInit) }
-        negotiated.withLock { $0 = capabilities }
         var out = fuse_init_out()
         out.major = UInt32(FUSE_KERNEL_VERSION)
         out.minor = min(offered.minor, UInt32(ICLOUDFS_FUSE_KERNEL_MINOR))

@@ -1,5 +1,6 @@
 import CFuseKernel
 import Glibc
+import SystemPackage
 import Logging
 import Synchronization
 
@@ -104,7 +105,7 @@ public final class Request: Sendable {
             vectors.withUnsafeBufferPointer { vectors in
                 let failure = channel.send(vectors)
                 if failure != 0 && failure != ENOENT {
-                    KernelLog.logger.error("\(operation): the kernel refused the answer: \(Errno(failure))")
+                    KernelLog.logger.error("\(operation): the kernel refused the answer: \(Errno(rawValue: failure))")
                 }
             }
         }

@@ -1,5 +1,6 @@
 import CFuseKernel
 import Glibc
+import SystemPackage
 
 /// The one seam between the protocol and its transport: requests in, replies and
 /// notifications out, and the passthrough backing files. Today `/dev/fuse` (a ring could
@@ -45,7 +46,7 @@ public final class KernelChannel: Sendable {
     /// (EPERM without CAP_SYS_ADMIN).
     public func openBacking(_ file: Int32) -> Result<Int32, Errno> {
         let id = icloudfs_fuse_backing_open(descriptor, file)
-        return id > 0 ? .success(id) : .failure(Errno(errno))
+        return id > 0 ? .success(id) : .failure(Errno(rawValue: errno))
     }
 
     public func closeBacking(_ id: Int32) {
@@ -55,11 +56,4 @@ public final class KernelChannel: Sendable {
     public func close() {
         _ = Glibc.close(descriptor)
     }
-}
-
-/// An errno value, as an error.
-public struct Errno: Error, Equatable, CustomStringConvertible {
-    public let code: Int32
-    public init(_ code: Int32) { self.code = code }
-    public var description: String { String(cString: strerror(code)) }
 }

@@ -1,6 +1,7 @@
 import CFuseKernel
 import Foundation
 import Glibc
+import SystemPackage
 
 /// What the kernel is told at mount time.
 public struct KernelMountOptions: Sendable {
@@ -63,12 +64,12 @@ public enum KernelMount {
 
     private static func mountAsRoot(at mountPoint: String, _ options: KernelMountOptions) throws(Errno) -> Int32 {
         let device = open("/dev/fuse", O_RDWR | O_CLOEXEC)
-        guard device >= 0 else { throw Errno(errno) }
+        guard device >= 0 else { throw Errno(rawValue: errno) }
         var root = stat()
         guard stat(mountPoint, &root) == 0 else {
             let failure = errno
             close(device)
-            throw Errno(failure)
+            throw Errno(rawValue: failure)
         }
         // As libfuse: nosuid and nodev unless asked otherwise.
         let flags = mountFlags(options.flags + (options.readOnly ? ["ro"] : []), over: UInt(MS_NOSUID | MS_NODEV))
@@ -80,14 +81,14 @@ public enum KernelMount {
         else {
             let failure = errno
             close(device)
-            throw Errno(failure)
+            throw Errno(rawValue: failure)
         }
         return device
     }
 
     private static func mountWithHelper(at mountPoint: String, _ options: KernelMountOptions) throws(Errno) -> Int32 {
         var sockets: [Int32] = [0, 0]
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &sockets) == 0 else { throw Errno(errno) }
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &sockets) == 0 else { throw Errno(rawValue: errno) }
         defer { close(sockets[0]) }
         var list = ["fsname=\(options.source.replacingOccurrences(of: ",", with: "_"))", "subtype=\(KernelMountOptions.subtype)"]
         if options.readOnly { list.append("ro") }
@@ -96,9 +97,9 @@ public enum KernelMount {
         list += options.flags
         let status = runHelper(["-o", list.joined(separator: ","), "--", mountPoint], descriptor: sockets[1])
         close(sockets[1])
-        guard status == 0 else { throw Errno(EPERM) }
+        guard status == 0 else { throw Errno(rawValue: EPERM) }
         let device = icloudfs_receive_descriptor(sockets[0])
-        guard device >= 0 else { throw Errno(EIO) }
+        guard device >= 0 else { throw Errno(rawValue: EIO) }
         return device
     }
 
