@@ -85,11 +85,15 @@ extension Replica {
     func refreshOutsideWritten(_ id: ItemID) {
         guard let fd = try? files.openContent(id, writable: false) else { return }
         defer { try? fd.close() }
-        var info = stat()
-        guard fstat(fd.rawValue, &info) == 0 else { return }
-        let size = UInt64(max(0, info.st_size))
-        let modified = Timestamp(clamping: Int64(info.st_mtim.tv_sec), nanoseconds: UInt32(clamping: info.st_mtim.tv_nsec))
         state.withLock { state in
+            // Looked at under the lock: two refreshes at once (a commit's and a release's)
+            // must not record the older look last (a file written between them was
+            // recorded, and queued, as empty).
+            var info = stat()
+            guard fstat(fd.rawValue, &info) == 0 else { return }
+            let size = UInt64(max(0, info.st_size))
+            let modified = Timestamp(
+                clamping: Int64(info.st_mtim.tv_sec), nanoseconds: UInt32(clamping: info.st_mtim.tv_nsec))
             var record = recordBeforeWrite(id, state)
             record.size = size
             record.present = ByteRanges([0..<size])

@@ -207,6 +207,22 @@ PY
     assert_eq "$(xattr isUploaded "$T/a/log")" 1
 }
 
+# A shell's `echo x > f` flushes before it writes (open, dup2, close, write, close): the
+# first flush's commit looked at the file while the kernel wrote it, and its older look,
+# recorded after the close's, queued a few of 100 files as empty.
+test_files_written_by_the_shell_arrive_whole() {
+    mount_device a
+    mount_device b
+    mkdir "$T/a/src"
+    for i in $(seq 1 300); do echo "file $i" > "$T/a/src/f$i.txt"; done
+    sync_wait a
+    eventually 'test -e "$T/b/src/f300.txt"'
+    local empty
+    empty=$(find "$T/a/src" "$T/b/src" -type f -empty)
+    assert_eq "$empty" "" "files found empty"
+    for i in 1 150 300; do assert_eq "$(cat "$T/b/src/f$i.txt")" "file $i"; done
+}
+
 # A user's mount: fusermount3 mounts and hands the /dev/fuse descriptor back; the kernel
 # refuses that user a backing file, so every read goes through the daemon, and it says so.
 test_a_user_mounts_through_fusermount3_and_reads_through_the_daemon() {
