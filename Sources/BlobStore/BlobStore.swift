@@ -70,10 +70,11 @@ public final class LocalObject {
 
     deinit { try? fd.close() }
 
-    /// Copies every byte into `target` at `offset` (`copy_file_range`: none through our memory).
-    public func copy(into target: FileDescriptor, at offset: UInt64) throws {
-        let copied = try FileIO.copyRange(from: fd, at: 0, to: target, at: offset, count: Int(size))
-        guard copied == Int(size) else { throw StoreError.badObject("\(path) changed while it was read") }
+    /// Every byte, read at once.
+    public func read() throws -> Data {
+        let data = try FileIO.read(fd, offset: 0, count: Int(size))
+        guard data.count == Int(size) else { throw StoreError.badObject("\(path) changed while it was read") }
+        return data
     }
 }
 

@@ -18,19 +18,6 @@ public struct ChunkHash: Hashable, Comparable, Sendable, CustomStringConvertible
         self.init(digest: SHA256.hash(data: buffer))
     }
 
-    /// The hash of `count` bytes of a file from `offset` (nil when the file ends before),
-    /// read a block at a time.
-    public init?(ofFile fd: FileDescriptor, at offset: UInt64, count: Int) throws {
-        var hasher = SHA256()
-        var read = 0
-        try FileIO.forEachBlock(fd, offset: offset, count: count) { block in
-            hasher.update(bufferPointer: block)
-            read += block.count
-        }
-        guard read == count else { return nil }
-        self.init(digest: hasher.finalize())
-    }
-
     /// The hash of `count` zero bytes (a hole's chunk), without a buffer that large.
     public init(ofZeros count: Int) {
         let zeros = [UInt8](repeating: 0, count: min(count, 64 << 10))
