@@ -67,6 +67,8 @@ extension FuseFileSystem {
         case .open(let node, let flags, let killsPrivileges): open(request, node, flags, killsPrivileges: killsPrivileges)
         case .create(let parent, let name, let mode, let umask, let flags):
             create(request, parent, itemName(name), mode, umask: umask, flags)
+        case .tmpfile(let parent, let mode, let umask, _):
+            makeTemporaryFile(request, parent, mode, umask: umask)
         case .read(_, let handle, let offset, let size): read(request, handle, size, Int(offset))
         case .write(_, let handle, let offset, let bytes, let killsPrivileges):
             write(request, handle, bytes, Int(offset), killsPrivileges: killsPrivileges)

@@ -8,8 +8,8 @@ extension FuseFileSystem {
     func lookup(_ request: Request, _ parent: UInt64, _ name: String) {
         answer(request) {
             // File handles (`open_by_handle_at`, NFS): the kernel finds a node it no longer
-            // holds by looking up "." in it, and its folder by "..". Node ids are the
-            // replica's inode numbers, stable across mounts and never reused.
+            // holds by looking up "." in it, and its folder by "..". Node ids are
+            // `NodeNumbers`', stable across mounts and never reused.
             if name == "." || name == ".." {
                 let item = try id(parent)
                 return request.entry(try namedEntry(of: name == "." || item == .root ? item : try replica.parent(of: item)))
@@ -24,14 +24,12 @@ extension FuseFileSystem {
     private func namedEntry(of item: ItemID) throws(ReplicaError) -> Entry {
         let attributes = try replica.attributes(of: item)
         guard item != .root else { return entry(attributes, parent: KernelProtocol.rootNode, name: ".") }
-        let folder = try replica.parent(of: item)
-        let folderInode = folder == .root ? KernelProtocol.rootNode : try replica.attributes(of: folder).inode
-        return entry(attributes, parent: folderInode, name: try replica.name(of: item))
+        return entry(attributes, parent: node(try replica.parent(of: item)), name: try replica.name(of: item))
     }
 
     func getattr(_ request: Request, _ inode: UInt64) {
         answer(request) {
-            request.attributes(stat(of: try replica.attributes(of: try id(inode))), timeout: attributeTimeout)
+            request.attributes(stat(of: try replica.attributes(of: try id(inode)), node: inode), timeout: attributeTimeout)
         }
     }
 
@@ -89,7 +87,7 @@ extension FuseFileSystem {
             mode != nil || mtime != nil || atime != nil || ctime != nil
             ? try replica.setAttributes(item, mode: mode, mtime: mtime, atime: atime, ctime: ctime)
             : try replica.attributes(of: item)
-        request.attributes(stat(of: attributes), timeout: attributeTimeout)
+        request.attributes(stat(of: attributes, node: inode), timeout: attributeTimeout)
     }
 
     /// What Linux does to a regular file written, truncated or given away by a caller without
@@ -220,10 +218,25 @@ extension FuseFileSystem {
                 name, in: try id(parent), mode: mode & 0o7777, owner: request.owner, umask: umask(given))
             let file = try replica.openWithoutDownload(attributes.id, write: true, truncate: false)
             // A new file: its writes are the kernel's (passthrough), all of it is new anyway.
-            let mode = passthroughs.open(attributes.inode, file: file.descriptor, wanted: true)
-            try startOutsideWrites(file, attributes.inode, mode)
-            let handle = files.insert(OpenHandle(file: file, node: attributes.inode, mode: mode))
+            let mode = passthroughs.open(node(attributes.id), file: file.descriptor, wanted: true)
+            try startOutsideWrites(file, node(attributes.id), mode)
+            let handle = files.insert(OpenHandle(file: file, node: node(attributes.id), mode: mode))
             request.created(entry(attributes, parent: parent, name: name), openReply(handle, mode))
+        }
+    }
+
+    /// `O_TMPFILE`: a file with no name until `link` gives it one (`linkat`).
+    func makeTemporaryFile(_ request: Request, _ parent: UInt64, _ mode: UInt32, umask given: UInt32) {
+        answer(request) {
+            let file = try replica.makeAnonymousFile(
+                in: try id(parent), mode: mode & 0o7777, owner: request.owner, umask: umask(given))
+            var attributes = try replica.attributes(of: file.id)
+            // The kernel takes one link away from what it is told (`d_tmpfile`): 0 shows.
+            attributes.linkCount = 1
+            let mode = passthroughs.open(node(attributes.id), file: file.descriptor, wanted: true)
+            try startOutsideWrites(file, node(attributes.id), mode)
+            let handle = files.insert(OpenHandle(file: file, node: node(attributes.id), mode: mode))
+            request.created(entry(attributes, parent: parent, name: ""), openReply(handle, mode))
         }
     }
 
@@ -451,7 +464,7 @@ extension FuseFileSystem {
     private func listing(of inode: UInt64) throws(ReplicaError) -> FolderListing {
         let folder = try id(inode)
         let entries = try replica.list(folder)
-        let parentInode = folder == .root ? inode : try replica.attributes(of: try replica.parent(of: folder)).inode
+        let parentInode = folder == .root ? inode : node(try replica.parent(of: folder))
         return FolderListing(folderID: folder, folder: inode, parent: parentInode, entries: entries)
     }
 
@@ -497,13 +510,13 @@ extension FuseFileSystem {
                 let entry = uncountedEntry(attributes)
                 if plus {
                     added = buffer.addPlus(
-                        entry: entry, name: name, inode: attributes.inode, mode: entry.attributes.st_mode,
+                        entry: entry, name: name, inode: entry.node, mode: entry.attributes.st_mode,
                         nextOffset: UInt64(index + 1))
                     // An entry that does not fit was not handed out: no lookup to count.
-                    if added { inodes.remember(attributes.inode, parent: parent, name: item.name) }
+                    if added { inodes.remember(entry.node, parent: parent, name: item.name) }
                 } else {
                     added = buffer.add(
-                        name: name, inode: attributes.inode, mode: entry.attributes.st_mode, nextOffset: UInt64(index + 1))
+                        name: name, inode: entry.node, mode: entry.attributes.st_mode, nextOffset: UInt64(index + 1))
                 }
             }
             if !added { break }

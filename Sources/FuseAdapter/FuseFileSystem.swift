@@ -8,6 +8,7 @@ import Replica
 public final class FuseFileSystem: KernelFileSystem {
     let replica: Replica
     let options: FuseMountOptions
+    let numbers: NodeNumbers
     let inodes = InodeTable()
     let files = HandleTable<OpenHandle>()
     let passthroughs = PassthroughFiles()
@@ -18,28 +19,32 @@ public final class FuseFileSystem: KernelFileSystem {
     let attributeTimeout = 1.0
     let entryTimeout = 1.0
 
-    public init(replica: Replica, options: FuseMountOptions) {
+    public init(replica: Replica, options: FuseMountOptions) throws(ReplicaError) {
         self.replica = replica
         self.options = options
+        numbers = NodeNumbers(saved: try replica.savedNodeNumbers()) { [replica] in replica.saveNodeNumbers($0) }
     }
 
     func id(_ inode: UInt64) throws(ReplicaError) -> ItemID {
-        if inode == KernelProtocol.rootNode { return .root }
-        guard let id = replica.item(forInode: inode) else { throw .notFound }
+        guard let id = numbers.item(inode) else { throw .notFound }
         return id
     }
 
-    func stat(of attributes: ItemAttributes) -> stat {
+    /// The kernel's node (inode number) of `id`.
+    func node(_ id: ItemID) -> UInt64 { numbers.number(of: id) }
+
+    /// What `stat` shows of an item whose node is `node`.
+    func stat(of attributes: ItemAttributes, node: UInt64) -> stat {
         var attributes = attributes
         // While the kernel writes the file itself (passthrough), the replica learns its size
         // and times from the local copy, now.
-        if attributes.kind == .file, passthroughs.isWritten(attributes.inode),
+        if attributes.kind == .file, passthroughs.isWritten(node),
             let current = try? replica.refreshedAttributes(of: attributes.id)
         {
             attributes = current
         }
         var result = Glibc.stat()
-        result.st_ino = UInt(attributes.inode)
+        result.st_ino = UInt(node)
         let type: UInt32
         switch attributes.kind {
         case .file: type = S_IFREG
@@ -76,14 +81,16 @@ public final class FuseFileSystem: KernelFileSystem {
 
     /// An entry for the kernel, counted as one lookup.
     func entry(_ attributes: ItemAttributes, parent: UInt64, name: String) -> Entry {
-        inodes.remember(attributes.inode, parent: parent, name: name)
-        return uncountedEntry(attributes)
+        let entry = uncountedEntry(attributes)
+        inodes.remember(entry.node, parent: parent, name: name)
+        return entry
     }
 
     /// An entry not yet counted as a lookup (a listing counts only those that fit).
     func uncountedEntry(_ attributes: ItemAttributes) -> Entry {
-        Entry(
-            node: attributes.inode, generation: 1, attributes: stat(of: attributes), entryTimeout: entryTimeout,
+        let node = node(attributes.id)
+        return Entry(
+            node: node, generation: 1, attributes: stat(of: attributes, node: node), entryTimeout: entryTimeout,
             attributeTimeout: attributeTimeout)
     }
 

@@ -37,6 +37,7 @@ public final class FuseSession: Sendable {
     /// unmounts. Blocks the calling thread.
     public func run() {
         session.run()
+        fileSystem.numbers.saveNow()
         fileSystem.replica.setChangeObserver(nil)
         fileSystem.kernel.attach(nil)
         fileSystem.passthroughs.attach(nil)
@@ -48,7 +49,7 @@ public final class FuseSession: Sendable {
     private func invalidate(_ changes: [ItemChange]) {
         let kernel = fileSystem.kernel
         for change in changes where change.contentChanged {
-            if let inode = change.inode { kernel.noteContentChanged(inode) }
+            if let inode = fileSystem.numbers.existingNumber(of: change.id) { kernel.noteContentChanged(inode) }
         }
         kernel.run { [weak self] in self?.invalidateNow(changes) }
         kernel.run(after: .milliseconds(100)) { [weak self] in self?.invalidateNow(changes) }
@@ -58,8 +59,8 @@ public final class FuseSession: Sendable {
         let kernel = fileSystem.kernel
         var folders = Set<UInt64>()
         for change in changes {
-            let parentInode = change.parent == .root ? KernelProtocol.rootNode : change.parentInode
-            if let inode = change.inode, let known = fileSystem.inodes.lookupEntry(inode) {
+            let parentInode = change.parent.flatMap(fileSystem.numbers.existingNumber)
+            if let inode = fileSystem.numbers.existingNumber(of: change.id), let known = fileSystem.inodes.lookupEntry(inode) {
                 // Only a name that is gone is invalidated: dropping a live dentry would break
                 // programs whose working directory it is.
                 if parentInode != known.parent || change.name != known.name {

@@ -3,9 +3,9 @@ import Synchronization
 
 /// The kernel's view of inodes: lookup counts (raised by each entry we hand out, lowered
 /// only by `forget`) and the last name each inode was looked up under, to invalidate it.
-/// Inode numbers themselves are the replica's (stable, never reused).
+/// The numbers themselves are `NodeNumbers`' (stable, never reused).
 ///
-/// The replica hands numbers out in order from 1, so the table is an array by number: 32
+/// Numbers are handed out in order from 1, so the table is an array by number: 32
 /// bytes an inode, where a dictionary took 80 (its buckets, half empty, hold key and value).
 final class InodeTable: Sendable {
     struct Known {

@@ -3,7 +3,6 @@ import ContainerFormat
 /// What `stat` shows of an item.
 public struct ItemAttributes: Sendable, Equatable {
     public var id: ItemID
-    public var inode: UInt64
     public var kind: ItemKind
     /// Permission bits.
     public var mode: UInt32
@@ -25,12 +24,8 @@ public struct ItemAttributes: Sendable, Equatable {
 /// now and whether its content changed (so the FUSE layer asks the replica nothing more).
 public struct ItemChange: Sendable {
     public let id: ItemID
-    /// Its inode number, if it was ever given one (the kernel can hold only those).
-    public let inode: UInt64?
     /// Its folder and name now; nil once it is gone.
     public let parent: ItemID?
-    /// The folder's inode number, if it has one.
-    public let parentInode: UInt64?
     public let name: String?
     /// Its size or content changed: a size or pages the kernel cached are stale.
     public let contentChanged: Bool

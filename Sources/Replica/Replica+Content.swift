@@ -70,7 +70,7 @@ extension Replica {
     /// `open` when nothing needs downloading first (see `needsDownloadToOpen`, or a file just
     /// created): answers at once, on the caller's thread.
     public func openWithoutDownload(_ id: ItemID, write: Bool, truncate: Bool) throws(ReplicaError) -> OpenFile {
-        let kind = state.withLock { $0.view.liveItem(id)?.kind }
+        let kind = state.withLock { ($0.view.liveItem(id) ?? $0.anonymousFiles[id])?.kind }
         guard let kind else { throw .notFound }
         guard kind == .file else { throw kind == .folder ? .isAFolder : .invalidArgument("not a file") }
         let fd: FileDescriptor
@@ -332,6 +332,7 @@ extension Replica {
                 state.openedBase[id] = nil
                 state.versionAtOpen[id] = nil
                 state.unlinkedHere.remove(id)
+                state.anonymousFiles[id] = nil
                 return !state.view.isLive(id)
             }
             // Removed while open: its space comes back at its last close (`rm` of a file
@@ -804,6 +805,17 @@ extension Replica {
                     state.content[id] = record
                     state.changedSinceClean[id] = nil
                     state.dirtyMtime[id] = nil
+                    if var anonymous = state.anonymousFiles[id] {  // no name yet: nothing to queue
+                        anonymous.size = snapshot.size
+                        anonymous.chunks = chunks
+                        if written { anonymous.mtime = mtime }
+                        anonymous.mode = mode ?? anonymous.mode
+                        if let owner { anonymous.owner = owner == .root ? nil : owner }
+                        anonymous.atime = atime ?? anonymous.atime
+                        anonymous.ctime = ctime ?? anonymous.ctime
+                        state.anonymousFiles[id] = anonymous
+                        return (true, record)
+                    }
                     guard let item = state.view.item(id), state.view.isLive(id) || !state.unlinkedHere.contains(id) else {
                         return (true, record)  // unlinked here while open: the bytes go with it
                     }

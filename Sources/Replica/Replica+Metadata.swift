@@ -1,4 +1,5 @@
 import ContainerFormat
+import SystemPackage
 import Foundation
 
 /// Names, attributes and the tree: what `lookup`, `getattr`, `readdir`, `mkdir`, `create`,
@@ -103,7 +104,9 @@ extension Replica {
 
     /// `link`: one more name for a file, symlink or special file (not a folder: EPERM).
     public func makeLink(to id: ItemID, named name: String, in parent: ItemID) throws(ReplicaError) -> ItemAttributes {
-        try create(name, in: parent, kind: .hardLink, mode: 0, target: nil, owner: .root, linkedItem: id)
+        if let problem = ItemName.problem(with: name) { throw .invalidName(problem) }
+        if let named = try nameAnonymousFile(id, name, in: parent) { return named }
+        return try create(name, in: parent, kind: .hardLink, mode: 0, target: nil, owner: .root, linkedItem: id)
     }
 
     /// Names of the live conflict copies of `id` (siblings of it).
@@ -243,14 +246,17 @@ extension Replica {
     /// it is queued with its content at the next commit, as modes and times are.
     public func setOwner(_ id: ItemID, to owner: Owner) throws(ReplicaError) -> ItemAttributes {
         try state.withLock { state throws(ReplicaError) in
-            guard let item = state.liveItem(id) else { throw .notFound }
+            guard let item = state.liveItem(id) ?? state.anonymousFiles[id] else { throw .notFound }
             if state.content[id]?.dirty == true {
                 state.dirtyOwner[id] = owner
                 state.dirtyCtime[id] = Timestamp.now()
+            } else if state.anonymousFiles[id] != nil {
+                state.anonymousFiles[id]?.owner = owner == .root ? nil : owner
+                state.anonymousFiles[id]?.ctime = Timestamp.now()
             } else if item.ownerOrRoot != owner {
                 enqueue([(.update(.init(id: id, base: 0, owner: owner)), nil)], &state)
             }
-            return attributes(state.liveItem(id)!, &state)
+            return attributes(state.itemOfOpenHandle(id)!, &state)
         }
     }
 
@@ -264,7 +270,7 @@ extension Replica {
         // The kernel's writes so far come first: times set now are later than them.
         if mtime != nil || ctime != nil { refreshIfWrittenOutside(id) }
         return try state.withLock { state throws(ReplicaError) in
-            guard state.view.liveItem(id) != nil else { throw .notFound }
+            guard state.view.liveItem(id) != nil || state.anonymousFiles[id] != nil else { throw .notFound }
             let mode = mode.map { $0 & 0o7777 }
             if atime != nil, state.localAccessTimes.removeValue(forKey: id) != nil {
                 database.writeSoon { [database] db in try database.saveAccessTime(id, nil, db) }
@@ -274,6 +280,12 @@ extension Replica {
                 if let mode { state.dirtyMode[id] = mode }
                 if let atime { state.dirtyAtime[id] = atime }
                 state.dirtyCtime[id] = ctime ?? Timestamp.now()
+            } else if var anonymous = state.anonymousFiles[id] {
+                anonymous.mode = mode ?? anonymous.mode
+                anonymous.mtime = mtime ?? anonymous.mtime
+                anonymous.atime = atime ?? anonymous.atime
+                anonymous.ctime = ctime ?? Timestamp.now()
+                state.anonymousFiles[id] = anonymous
             } else if mode != nil || mtime != nil || atime != nil || ctime != nil {
                 var update = ItemOperation.Update(id: id, base: 0, mode: mode, mtime: mtime)
                 update.atime = atime
@@ -288,7 +300,7 @@ extension Replica {
                 xattrs[PosixACL.accessAttribute] = acl.changingMode(to: mode).data
                 enqueue([(.update(.init(id: id, base: 0, xattrs: xattrs)), nil)], &state)
             }
-            return attributes(state.liveItem(id)!, &state)
+            return attributes(state.itemOfOpenHandle(id)!, &state)
         }
     }
 
@@ -296,14 +308,14 @@ extension Replica {
 
     public func userAttribute(_ name: String, of id: ItemID) throws(ReplicaError) -> Data? {
         try state.withLock { state throws(ReplicaError) in
-            guard let item = state.view.liveItem(id) else { throw .notFound }
+            guard let item = state.itemOfOpenHandle(id) else { throw .notFound }
             return item.xattrs[name]
         }
     }
 
     public func userAttributeNames(of id: ItemID) throws(ReplicaError) -> [String] {
         try state.withLock { state throws(ReplicaError) in
-            guard let item = state.view.liveItem(id) else { throw .notFound }
+            guard let item = state.itemOfOpenHandle(id) else { throw .notFound }
             return item.xattrs.keys.sorted()
         }
     }
@@ -339,6 +351,91 @@ extension Replica {
     /// `owner`: the creating process's user and group; in a setgid folder, the group is the
     /// folder's, and a new folder is setgid too (as on Linux).
     /// A hard link (`linkedItem`) answers with its item's attributes.
+    private func liveFolder(_ id: ItemID, _ state: ReplicaState) throws(ReplicaError) -> Item {
+        guard let folder = state.view.liveItem(id) else { throw .notFound }
+        guard folder.kind == .folder else { throw .notAFolder }
+        return folder
+    }
+
+    /// A new item's mode, owner and ACL in `parent`: a set-group-id folder gives its group
+    /// (and, to a folder, the bit); a default ACL replaces the umask.
+    private func newItemFields(
+        in parent: ItemID, kind: ItemKind, mode: UInt32, owner: Owner, umask: UInt32?, _ state: ReplicaState
+    ) throws(ReplicaError) -> (mode: UInt32, owner: Owner, xattrs: [String: Data]) {
+        let folder = try liveFolder(parent, state)
+        var owner = owner
+        var mode = mode & 0o7777
+        if folder.mode & UInt32(S_ISGID) != 0 {
+            owner.gid = folder.ownerOrRoot.gid
+            if kind == .folder { mode |= UInt32(S_ISGID) }
+        }
+        var xattrs: [String: Data] = [:]
+        if let umask {
+            if let inherited = folder.xattrs[PosixACL.defaultAttribute].flatMap(PosixACL.init) {
+                let (masked, access) = inherited.inherited(mode: mode)
+                mode = masked
+                xattrs[PosixACL.accessAttribute] = access?.data
+                if kind == .folder { xattrs[PosixACL.defaultAttribute] = inherited.data }
+            } else {
+                mode &= ~umask
+            }
+        }
+        return (mode, owner, xattrs)
+    }
+
+    /// `open(folder, O_TMPFILE)`: a file with no name, open for writing. Nothing is queued
+    /// for it unless `makeLink` gives it a name (`linkat`); its last close without one
+    /// drops it, as on a local disk.
+    public func makeAnonymousFile(
+        in parent: ItemID, mode: UInt32, owner: Owner = .root, umask: UInt32? = nil
+    ) throws(ReplicaError) -> OpenFile {
+        let id = RandomID.makeItemID()
+        let fd: FileDescriptor
+        do {
+            fd = try files.openContent(id, writable: true)
+        } catch {
+            throw .localFailure("cannot make a cache file for a new file", error)
+        }
+        do {
+            try state.withLock { state throws(ReplicaError) in
+                let (mode, owner, xattrs) = try newItemFields(
+                    in: parent, kind: .file, mode: mode, owner: owner, umask: umask, state)
+                state.anonymousFiles[id] = Item(
+                    id: id, parent: parent, name: "", kind: .file, mode: mode, mtime: Timestamp.now(), xattrs: xattrs,
+                    owner: owner == .root ? nil : owner)
+                state.content[id] = ContentRecord.empty.with(dirty: true)
+                state.openCount[id] = 1
+            }
+        } catch {
+            try? fd.close()
+            files.removeContent(id)
+            throw error
+        }
+        return OpenFile(id: id, writable: true, fd: fd)
+    }
+
+    /// `linkat` of an `O_TMPFILE` file: its first name makes it an item like any other, its
+    /// bytes queued at its next commit (it is open: the close commits).
+    private func nameAnonymousFile(_ id: ItemID, _ name: String, in parent: ItemID) throws(ReplicaError) -> ItemAttributes? {
+        try state.withLock { state throws(ReplicaError) -> ItemAttributes? in
+            guard let file = state.anonymousFiles[id] else { return nil }
+            _ = try liveFolder(parent, state)
+            guard state.view.child(named: name, in: parent) == nil else { throw .exists }
+            state.anonymousFiles[id] = nil
+            if var record = state.content[id], !record.dirty {
+                record.dirty = true
+                state.content[id] = record
+                state.changedSinceClean[id] = nil
+                state.dirtyMtime[id] = file.mtime
+            }
+            let op = ItemOperation.create(.init(
+                id: id, parent: parent, name: name, kind: .file, mode: file.mode, mtime: file.mtime,
+                xattrs: file.xattrs, owner: file.owner))
+            enqueue([(op, nil)], &state, content: [id])
+            return attributes(state.liveItem(id)!, &state)
+        }
+    }
+
     private func create(
         _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, target: String?, owner: Owner,
         device: UInt64? = nil, linkedItem: ItemID? = nil, umask: UInt32? = nil
@@ -349,27 +446,9 @@ extension Replica {
                 guard let item = state.liveItem(linkedItem) else { throw .notFound }
                 guard item.kind.isLinkable else { throw .notPermitted("a folder cannot have another name") }
             }
-            guard let folder = state.view.liveItem(parent) else { throw .notFound }
-            guard folder.kind == .folder else { throw .notAFolder }
+            let (mode, owner, xattrs) = try newItemFields(in: parent, kind: kind, mode: mode, owner: owner, umask: umask, state)
             guard state.view.child(named: name, in: parent) == nil else { throw .exists }
             let id = RandomID.makeItemID()
-            var owner = owner
-            var mode = mode & 0o7777
-            if folder.mode & UInt32(S_ISGID) != 0 {
-                owner.gid = folder.ownerOrRoot.gid
-                if kind == .folder { mode |= UInt32(S_ISGID) }
-            }
-            var xattrs: [String: Data] = [:]
-            if let umask {
-                if let inherited = folder.xattrs[PosixACL.defaultAttribute].flatMap(PosixACL.init) {
-                    let (masked, access) = inherited.inherited(mode: mode)
-                    mode = masked
-                    xattrs[PosixACL.accessAttribute] = access?.data
-                    if kind == .folder { xattrs[PosixACL.defaultAttribute] = inherited.data }
-                } else {
-                    mode &= ~umask
-                }
-            }
             let op = ItemOperation.create(.init(
                 id: id, parent: parent, name: name, kind: kind, mode: mode, mtime: Timestamp.now(),
                 target: target, xattrs: xattrs, owner: owner == .root ? nil : owner, device: device,
@@ -406,7 +485,7 @@ extension Replica {
 
     func attributes(_ item: Item, _ state: inout ReplicaState) -> ItemAttributes {
         var attributes = ItemAttributes(
-            id: item.id, inode: inode(of: item.id, &state), kind: item.kind, mode: item.mode,
+            id: item.id, kind: item.kind, mode: item.mode,
             // A folder's size is one block, as a small folder's on ext4 (`du` counts it so).
             size: item.kind == .symlink
                 ? UInt64(item.target.map(NameBytes.count) ?? 0) : item.kind == .folder ? 4096 : item.size,

@@ -119,12 +119,7 @@ public final class Replica: Sendable {
                 state.lostChunks = Set((try database.meta("lost", db) ?? "").split(separator: " ").compactMap {
                     ChunkHash(hex: String($0))
                 })
-                state.inodes = InodeNumbers(try database.loadInodes(db))
                 state.localAccessTimes = try database.loadAccessTimes(db)
-                if state.inodes.number(of: .root) == nil {
-                    _ = state.inodes.assign(.root)  // 1: the FUSE root
-                    try database.saveInodes(state.inodes.takeUnsaved(), db)
-                }
                 Replica.findUnstagedChunks(&state, files, chunker)
                 return (state, deviceID!)
             }
@@ -192,53 +187,28 @@ public final class Replica: Sendable {
             let old = previous(id)
             let parent = now?.parent
             return ItemChange(
-                id: id, inode: state.inodes.number(of: id), parent: parent,
-                parentInode: parent.flatMap { state.inodes.number(of: $0) }, name: now?.name,
+                id: id, parent: parent, name: now?.name,
                 contentChanged: old != nil && now != nil && (old?.size != now?.size || old?.chunks != now?.chunks))
         }
     }
 
-    // MARK: - Inodes
+    // MARK: - Kept for the kernel layer
 
-    /// The stable inode number of `id`, allocated on first use and never reused.
-    public func inode(of id: ItemID) -> UInt64 {
-        state.withLock { state in inode(of: id, &state) }
-    }
-
-    func inode(of id: ItemID, _ state: inout ReplicaState) -> UInt64 {
-        if let inode = state.inodes.number(of: id) { return inode }
-        let first = !state.inodes.hasUnsaved
-        let inode = state.inodes.assign(id)
-        if first { saveInodesSoon() }
-        return inode
-    }
-
-    /// New inode numbers are saved together, shortly after the first of them.
-    private func saveInodesSoon() {
-        Task { [self] in
-            try? await Task.sleep(for: .milliseconds(100))
-            saveInodes()
+    /// The kernel layer's node numbers (inode numbers, its own: `NodeNumbers` in FuseAdapter),
+    /// kept with the cache state so that they outlive a mount. Stored, never read, here.
+    public func savedNodeNumbers() throws(ReplicaError) -> [(UInt64, ItemID)] {
+        do {
+            return try database.write { db in try database.loadInodes(db) }
+        } catch {
+            throw ReplicaError.wrapping(error)
         }
     }
 
-    /// Saves the inode numbers handed out since the last save. A number lost to a crash
-    /// before its save is handed out again after the restart (the kernel knew it only in
-    /// the mount that ended).
-    func saveInodes() {
-        let assignments = state.withLock { $0.inodes.takeUnsaved() }
+    /// Keeps new node numbers: as a queued change, they wait in order until they are
+    /// recorded (a full disk), and `stop` records them before it ends.
+    public func saveNodeNumbers(_ assignments: [(UInt64, ItemID)]) {
         guard !assignments.isEmpty else { return }
-        // As a queued change: the numbers wait, in order, until they are recorded (a full
-        // disk), rather than being handed out again after the next mount.
         database.writeSoon { [database] db in try database.saveInodes(assignments, db) }
-    }
-
-    /// The inode number of `id` if one was ever handed out (nothing is allocated).
-    public func existingInode(of id: ItemID) -> UInt64? {
-        state.withLock { $0.inodes.number(of: id) }
-    }
-
-    public func item(forInode inode: UInt64) -> ItemID? {
-        state.withLock { $0.inodes.item(inode) }
     }
 
     // MARK: - Lifecycle
@@ -282,7 +252,6 @@ public final class Replica: Sendable {
         task?.cancel()
         wakeup.signal()
         await task?.value
-        saveInodes()
         do {
             try database.flush()
         } catch {

@@ -8,7 +8,6 @@ struct ReplicaState: Sendable {
     var nextLocalID: Int64
     /// The batch being pushed; persisted so a restarted process pushes the same commit.
     var inFlight: Batch?
-    var inodes = InodeNumbers([])
     var content: [ItemID: ContentRecord]
     /// Bumped by every local write, so a commit can tell if the file changed while chunking.
     var writeGeneration: [ItemID: UInt64] = [:]
@@ -50,6 +49,9 @@ struct ReplicaState: Sendable {
     /// wins), later saves here are edits like any other. A file deleted by another device
     /// while open here is revived by its writes.
     var unlinkedHere: Set<ItemID> = []
+    /// `O_TMPFILE` files: open, with no name, known only here (nothing queued) until
+    /// `makeLink` names them; dropped at their last close. Their attributes are these.
+    var anonymousFiles: [ItemID: Item] = [:]
     var downloading: Set<ItemID> = []
     var downloadRequested: Set<ItemID> = []
     /// Whole-file downloads waiting for a background worker, and how many workers run.
@@ -93,8 +95,10 @@ struct ReplicaState: Sendable {
     /// `ftruncate` and `lseek(SEEK_END)` on an open descriptor work as on a local disk.
     func itemOfOpenHandle(_ id: ItemID) -> Item? {
         if let item = liveItem(id) { return item }
-        guard openCount[id] != nil || openFolders[id] != nil, var item = device.view.item(id) else { return nil }
-        // Unlinked while open: its bytes live only here, and queuing them changes nothing (the
+        guard openCount[id] != nil || openFolders[id] != nil, var item = device.view.item(id) ?? anonymousFiles[id] else {
+            return nil
+        }
+        // Unlinked while open (or never linked): its bytes live only here, and queuing them changes nothing (the
         // delete stands), so its size is the local copy's even once that is clean again. (The
         // deleted item's size is whatever was last queued: 0 for a file removed before its
         // first close was queued, which made the kernel cut reads after an invalidation.)

@@ -56,6 +56,22 @@ struct DecoderTests {
         #expect(target == Array("/some/target".utf8))
     }
 
+    /// `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`: a macro Swift does not import).
+    static let tmpfileFlag: Int32 = 0o20_200_000
+
+    @Test func tmpfileCarriesTheArgumentsOfACreate() throws {
+        var arguments = fuse_create_in()
+        arguments.flags = UInt32(O_RDWR | Self.tmpfileFlag)
+        arguments.mode = 0o100640
+        arguments.umask = 0o022
+        let request = try Self.decode(Self.message(FUSE_TMPFILE, node: 4, Self.bytes(arguments) + Array("/\0".utf8)))
+        guard case .tmpfile(let parent, let mode, let umask, let flags) = request.operation else {
+            Issue.record("\(request.operation)")
+            return
+        }
+        #expect((parent, mode, umask, flags) == (4, 0o100640, 0o022, O_RDWR | Self.tmpfileFlag))
+    }
+
     @Test func writeCarriesItsBytesAfterTheArguments() throws {
         var arguments = fuse_write_in()
         arguments.fh = 11

@@ -223,6 +223,50 @@ test_files_written_by_the_shell_arrive_whole() {
     for i in 1 150 300; do assert_eq "$(cat "$T/b/src/f$i.txt")" "file $i"; done
 }
 
+# O_TMPFILE (FUSE_TMPFILE): a file with no name, given one by linkat, as systemd and
+# installers make files appear whole. Same answers as on ext4; one never linked leaves nothing.
+test_o_tmpfile_then_linkat_works_as_on_ext4() {
+    mount_device a
+    mount_device b
+    cat > "$T/tmpfile.py" <<'PY'
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def link_fd(fd, path):  # linkat(fd, "", AT_FDCWD, path, AT_EMPTY_PATH)
+    if libc.linkat(fd, b"", -100, path.encode(), 0x1000) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), path)
+folder = sys.argv[1]
+fd = os.open(folder, os.O_TMPFILE | os.O_RDWR, 0o640)
+os.write(fd, b"hello tmpfile\n")
+st = os.fstat(fd)
+print("nameless:", st.st_nlink, st.st_size, oct(st.st_mode), os.listdir(folder))
+os.fchmod(fd, 0o600)
+link_fd(fd, folder + "/named.txt")
+st = os.fstat(fd)
+print("linked:", st.st_nlink, oct(st.st_mode))
+os.write(fd, b"more\n")
+os.close(fd)
+fd = os.open(folder, os.O_TMPFILE | os.O_WRONLY, 0o644)
+os.write(fd, b"x" * 100000)
+os.close(fd)
+print("after:", sorted(os.listdir(folder)), repr(open(folder + "/named.txt").read()))
+PY
+    mkdir "$T/ext4"
+    python3 "$T/tmpfile.py" "$T/ext4" > "$T/on-ext4"
+    python3 "$T/tmpfile.py" "$T/a" > "$T/on-mount"
+    diff "$T/on-ext4" "$T/on-mount"
+    grep -q "nameless: 0 14 0o100640 \[\]" "$T/on-mount"
+    sync_wait a
+    eventually 'test -e "$T/b/named.txt"'
+    assert_eq "$(cat "$T/b/named.txt")" "hello tmpfile
+more"
+    assert_eq "$(stat -c %a "$T/b/named.txt")" 600
+    # The one never linked: nothing queued, nothing kept.
+    assert_eq "$(ls "$T/b")" named.txt
+    "$BIN/icloudfs" deleted "$T/a" | grep -q "nothing deleted is kept"
+    eventually 'test "$(find "$T/cache-a/content" -type f -size +50k | wc -l)" = 0'
+}
+
 # A user's mount: fusermount3 mounts and hands the /dev/fuse descriptor back; the kernel
 # refuses that user a backing file, so every read goes through the daemon, and it says so.
 test_a_user_mounts_through_fusermount3_and_reads_through_the_daemon() {

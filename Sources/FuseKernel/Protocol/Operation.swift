@@ -58,6 +58,8 @@ public enum Operation {
     /// `killsPrivileges`: an O_TRUNC open by a caller without CAP_FSETID (set-id bits go).
     case open(node: UInt64, flags: Int32, killsPrivileges: Bool)
     case create(parent: UInt64, name: KernelName, mode: UInt32, umask: UInt32, flags: Int32)
+    /// `open(folder, O_TMPFILE)`: a file with no name, answered as `create` is.
+    case tmpfile(parent: UInt64, mode: UInt32, umask: UInt32, flags: Int32)
     case read(node: UInt64, handle: UInt64, offset: UInt64, size: Int)
     /// The bytes are the receiving worker's buffer: valid only while the request is served
     /// (`KernelFileSystem.serve` returns).

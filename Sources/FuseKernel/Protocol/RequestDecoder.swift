@@ -66,6 +66,11 @@ public enum RequestDecoder {
             operation = .create(
                 parent: node, name: try body.name(), mode: arguments.mode, umask: arguments.umask,
                 flags: Int32(bitPattern: arguments.flags))
+        case FUSE_TMPFILE:
+            // The kernel sends the arguments of a create, and "/" as the name.
+            let arguments = try body.take(fuse_create_in.self)
+            operation = .tmpfile(
+                parent: node, mode: arguments.mode, umask: arguments.umask, flags: Int32(bitPattern: arguments.flags))
         case FUSE_READ:
             let arguments = try body.take(fuse_read_in.self)
             operation = .read(node: node, handle: arguments.fh, offset: arguments.offset, size: Int(arguments.size))
