@@ -109,6 +109,59 @@ extension Replica {
         return try create(name, in: parent, kind: .hardLink, mode: 0, target: nil, owner: .root, linkedItem: id)
     }
 
+    /// `open(folder, O_TMPFILE)`: a file with no name, open for writing. Nothing is queued
+    /// for it unless `makeLink` gives it a name (`linkat`); its last close without one
+    /// drops it, as on a local disk.
+    public func makeAnonymousFile(
+        in parent: ItemID, mode: UInt32, owner: Owner = .root, umask: UInt32? = nil
+    ) throws(ReplicaError) -> OpenFile {
+        let id = RandomID.makeItemID()
+        let fd: FileDescriptor
+        do {
+            fd = try files.openContent(id, writable: true)
+        } catch {
+            throw .localFailure("cannot make a cache file for a new file", error)
+        }
+        do {
+            try state.withLock { state throws(ReplicaError) in
+                let (mode, owner, xattrs) = try newItemFields(
+                    in: parent, kind: .file, mode: mode, owner: owner, umask: umask, state)
+                state.anonymousFiles[id] = Item(
+                    id: id, parent: parent, name: "", kind: .file, mode: mode, mtime: Timestamp.now(), xattrs: xattrs,
+                    owner: owner == .root ? nil : owner)
+                state.content[id] = ContentRecord.empty.with(dirty: true)
+                state.openCount[id] = 1
+            }
+        } catch {
+            try? fd.close()
+            files.removeContent(id)
+            throw error
+        }
+        return OpenFile(id: id, writable: true, fd: fd)
+    }
+
+    /// `linkat` of an `O_TMPFILE` file: its first name makes it an item like any other, its
+    /// bytes queued at its next commit (it is open: the close commits).
+    private func nameAnonymousFile(_ id: ItemID, _ name: String, in parent: ItemID) throws(ReplicaError) -> ItemAttributes? {
+        try state.withLock { state throws(ReplicaError) -> ItemAttributes? in
+            guard let file = state.anonymousFiles[id] else { return nil }
+            _ = try liveFolder(parent, state)
+            guard state.view.child(named: name, in: parent) == nil else { throw .exists }
+            state.anonymousFiles[id] = nil
+            if var record = state.content[id], !record.dirty {
+                record.dirty = true
+                state.content[id] = record
+                state.changedSinceClean[id] = nil
+                state.dirtyMtime[id] = file.mtime
+            }
+            let op = ItemOperation.create(.init(
+                id: id, parent: parent, name: name, kind: .file, mode: file.mode, mtime: file.mtime,
+                xattrs: file.xattrs, owner: file.owner))
+            enqueue([(op, nil)], &state, content: [id])
+            return attributes(state.liveItem(id)!, &state)
+        }
+    }
+
     /// Names of the live conflict copies of `id` (siblings of it).
     public func conflictCopyNames(of id: ItemID) -> [String] {
         state.withLock { state in state.view.conflictCopies(of: id).map(\.name) }
@@ -327,7 +380,7 @@ extension Replica {
             throw .notSupported("this attribute cannot be stored")
         }
         try state.withLock { state throws(ReplicaError) in
-            guard let item = state.liveItem(id) else { throw .notFound }
+            guard let item = state.liveItem(id) ?? state.anonymousFiles[id] else { throw .notFound }
             var xattrs = item.xattrs
             if value == nil && xattrs[name] == nil { throw .notFound }
             var mode: UInt32?
@@ -342,15 +395,17 @@ extension Replica {
             // ACL's mode replaces that one, or the commit would queue the old mode after it
             // (and `stat` would show the old one until then).
             if let mode, state.dirtyMode[id] != nil { state.dirtyMode[id] = mode }
+            if state.anonymousFiles[id] != nil {  // no name yet: kept with it, queued when linked
+                state.anonymousFiles[id]?.xattrs = xattrs
+                if let mode { state.anonymousFiles[id]?.mode = mode }
+                return
+            }
             enqueue([(.update(.init(id: id, base: 0, mode: mode, xattrs: xattrs)), nil)], &state)
         }
     }
 
     // MARK: - Internals
 
-    /// `owner`: the creating process's user and group; in a setgid folder, the group is the
-    /// folder's, and a new folder is setgid too (as on Linux).
-    /// A hard link (`linkedItem`) answers with its item's attributes.
     private func liveFolder(_ id: ItemID, _ state: ReplicaState) throws(ReplicaError) -> Item {
         guard let folder = state.view.liveItem(id) else { throw .notFound }
         guard folder.kind == .folder else { throw .notAFolder }
@@ -383,59 +438,9 @@ extension Replica {
         return (mode, owner, xattrs)
     }
 
-    /// `open(folder, O_TMPFILE)`: a file with no name, open for writing. Nothing is queued
-    /// for it unless `makeLink` gives it a name (`linkat`); its last close without one
-    /// drops it, as on a local disk.
-    public func makeAnonymousFile(
-        in parent: ItemID, mode: UInt32, owner: Owner = .root, umask: UInt32? = nil
-    ) throws(ReplicaError) -> OpenFile {
-        let id = RandomID.makeItemID()
-        let fd: FileDescriptor
-        do {
-            fd = try files.openContent(id, writable: true)
-        } catch {
-            throw .localFailure("cannot make a cache file for a new file", error)
-        }
-        do {
-            try state.withLock { state throws(ReplicaError) in
-                let (mode, owner, xattrs) = try newItemFields(
-                    in: parent, kind: .file, mode: mode, owner: owner, umask: umask, state)
-                state.anonymousFiles[id] = Item(
-                    id: id, parent: parent, name: "", kind: .file, mode: mode, mtime: Timestamp.now(), xattrs: xattrs,
-                    owner: owner == .root ? nil : owner)
-                state.content[id] = ContentRecord.empty.with(dirty: true)
-                state.openCount[id] = 1
-            }
-        } catch {
-            try? fd.close()
-            files.removeContent(id)
-            throw error
-        }
-        return OpenFile(id: id, writable: true, fd: fd)
-    }
-
-    /// `linkat` of an `O_TMPFILE` file: its first name makes it an item like any other, its
-    /// bytes queued at its next commit (it is open: the close commits).
-    private func nameAnonymousFile(_ id: ItemID, _ name: String, in parent: ItemID) throws(ReplicaError) -> ItemAttributes? {
-        try state.withLock { state throws(ReplicaError) -> ItemAttributes? in
-            guard let file = state.anonymousFiles[id] else { return nil }
-            _ = try liveFolder(parent, state)
-            guard state.view.child(named: name, in: parent) == nil else { throw .exists }
-            state.anonymousFiles[id] = nil
-            if var record = state.content[id], !record.dirty {
-                record.dirty = true
-                state.content[id] = record
-                state.changedSinceClean[id] = nil
-                state.dirtyMtime[id] = file.mtime
-            }
-            let op = ItemOperation.create(.init(
-                id: id, parent: parent, name: name, kind: .file, mode: file.mode, mtime: file.mtime,
-                xattrs: file.xattrs, owner: file.owner))
-            enqueue([(op, nil)], &state, content: [id])
-            return attributes(state.liveItem(id)!, &state)
-        }
-    }
-
+    /// `owner`: the creating process's user and group; in a setgid folder, the group is the
+    /// folder's, and a new folder is setgid too (as on Linux).
+    /// A hard link (`linkedItem`) answers with its item's attributes.
     private func create(
         _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, target: String?, owner: Owner,
         device: UInt64? = nil, linkedItem: ItemID? = nil, umask: UInt32? = nil

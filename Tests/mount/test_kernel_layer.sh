@@ -241,9 +241,10 @@ os.write(fd, b"hello tmpfile\n")
 st = os.fstat(fd)
 print("nameless:", st.st_nlink, st.st_size, oct(st.st_mode), os.listdir(folder))
 os.fchmod(fd, 0o600)
+os.setxattr(fd, "user.note", b"kept")
 link_fd(fd, folder + "/named.txt")
 st = os.fstat(fd)
-print("linked:", st.st_nlink, oct(st.st_mode))
+print("linked:", st.st_nlink, oct(st.st_mode), os.getxattr(fd, "user.note"))
 os.write(fd, b"more\n")
 os.close(fd)
 fd = os.open(folder, os.O_TMPFILE | os.O_WRONLY, 0o644)
@@ -261,6 +262,7 @@ PY
     assert_eq "$(cat "$T/b/named.txt")" "hello tmpfile
 more"
     assert_eq "$(stat -c %a "$T/b/named.txt")" 600
+    assert_eq "$(getfattr --only-values -n user.note "$T/b/named.txt")" kept
     # The one never linked: nothing queued, nothing kept.
     assert_eq "$(ls "$T/b")" named.txt
     "$BIN/icloudfs" deleted "$T/a" | grep -q "nothing deleted is kept"
