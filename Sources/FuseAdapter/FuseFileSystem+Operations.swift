@@ -94,9 +94,11 @@ extension FuseFileSystem {
     /// CAP_FSETID (the kernel says which, and leaves it to us: `handleKillPrivilegesV2`): the
     /// set-user-id bit goes, the set-group-id bit too if the group may execute it, and so does
     /// a file capability.
-    func dropSetIDBits(_ item: ItemID) throws {
+    /// Returns whether the mode changed.
+    @discardableResult
+    func dropSetIDBits(_ item: ItemID) throws -> Bool {
         let attributes = try replica.attributes(of: item)
-        guard attributes.kind == .file else { return }
+        guard attributes.kind == .file else { return false }
         let mode = attributes.mode & 0o7777
         var kept = mode & ~S_ISUID
         if kept & S_IXGRP != 0 { kept &= ~S_ISGID }
@@ -104,6 +106,7 @@ extension FuseFileSystem {
         if try replica.userAttribute(Self.fileCapability, of: item) != nil {
             try replica.setUserAttribute(Self.fileCapability, of: item, to: nil)
         }
+        return kept != mode
     }
 
     static let fileCapability = "security.capability"
@@ -280,15 +283,15 @@ extension FuseFileSystem {
         // as it is at each commit. Other writes go through the daemon, which records what
         // changed for incremental chunking; unless the file is in passthrough mode already,
         // where the kernel takes every open.
-        // A set-id file's writes stay the daemon's: it clears the bits on a write (the
-        // kernel would not tell it of a passthrough one).
+        // A set-id file is never passthrough, for reading either: its writes must stay the
+        // daemon's, which clears the bits on a write (the kernel would not tell it of a
+        // passthrough one), and a node with a passthrough reader gets passthrough writers.
         let wanted =
-            replica.completeCopySize(of: file.id).map { size in
-                !file.writable
-                    || ((flags & O_TRUNC != 0
-                        || (flags & O_APPEND != 0 && size <= Replica.largestFileQueuedWhileWrittenOutside))
-                        && !hasSetIDBits(file.id))
-            } ?? false
+            !hasSetIDBits(file.id)
+            && (replica.completeCopySize(of: file.id).map { size in
+                !file.writable || flags & O_TRUNC != 0
+                    || (flags & O_APPEND != 0 && size <= Replica.largestFileQueuedWhileWrittenOutside)
+            } ?? false)
         let mode = passthroughs.open(inode, file: file.descriptor, wanted: wanted)
         do {
             try startOutsideWrites(file, inode, mode)
@@ -344,7 +347,8 @@ extension FuseFileSystem {
 
     /// The bytes are the worker's buffer: written into the local file before this returns.
     func write(_ request: Request, _ handle: UInt64, _ bytes: UnsafeRawBufferPointer, _ offset: Int, killsPrivileges: Bool) {
-        guard let file = files.get(handle)?.file else { return request.error(EBADF) }
+        guard let open = files.get(handle) else { return request.error(EBADF) }
+        let file = open.file
         answer(request) {
             let count = try replica.write(file, offset: UInt64(offset), count: bytes.count) { fd in
                 var done = 0
@@ -358,7 +362,8 @@ extension FuseFileSystem {
                 }
                 return done
             }
-            if killsPrivileges { try dropSetIDBits(file.id) }
+            // The kernel's cached mode would show the bits until it times out.
+            if killsPrivileges, try dropSetIDBits(file.id) { kernel.invalidateAttributes(open.node) }
             request.written(count)
         }
     }

@@ -269,6 +269,21 @@ more"
     eventually 'test "$(find "$T/cache-a/content" -type f -size +50k | wc -l)" = 0'
 }
 
+# Set-id bits go on a write by a user without CAP_FSETID, which only the daemon sees: a set-id
+# file is never passthrough, or a reader holding it open would make the next writer the
+# kernel's (a node in passthrough mode gets passthrough opens) and the bits would stay.
+test_a_set_id_file_loses_its_bits_on_a_write_while_a_reader_holds_it() {
+    mount_device a allow_other
+    printf 'data\n' > "$T/a/tool"
+    chmod 4777 "$T/a/tool"
+    exec 3< "$T/a/tool"
+    (cd "$T/a" && setpriv --reuid=nobody --regid=nogroup --clear-groups sh -c 'printf "more\n" >> tool')
+    exec 3<&-
+    assert_eq "$(stat -c %a "$T/a/tool")" 777 "mode after an unprivileged write"
+    assert_eq "$(cat "$T/a/tool")" "data
+more"
+}
+
 # A user's mount: fusermount3 mounts and hands the /dev/fuse descriptor back; the kernel
 # refuses that user a backing file, so every read goes through the daemon, and it says so.
 test_a_user_mounts_through_fusermount3_and_reads_through_the_daemon() {
