@@ -9,7 +9,8 @@ struct CollectionTasks {
     var automatic: Task<Void, Never>?
     /// One asked for (`icloudfs gc`).
     var requested: Task<Void, Never>?
-    var usage: (measured: ContinuousClock.Instant, usage: StoreUsage)?
+    /// The last measure, with the journal entry the tree was at.
+    var usage: (measured: ContinuousClock.Instant, head: UInt64, usage: StoreUsage)?
 }
 
 /// What this device knows of the store's collections (FORMAT.md "Collection").
@@ -60,14 +61,18 @@ extension Replica {
         }
     }
 
-    /// How the store's bytes are used, measured at most once a minute.
+    /// How the store's bytes are used, measured at most once a minute while no new journal
+    /// entry arrives (one that says which chunks a file uses changes the answer).
     public func storeUsage() async throws -> StoreUsage {
-        if let (measured, usage) = collection.withLock({ $0.usage }), ContinuousClock.now - measured < .seconds(60) {
-            return usage
+        let tree = state.withLock { $0.device.synced }
+        if let last = collection.withLock({ $0.usage }), last.head == tree.head,
+            ContinuousClock.now - last.measured < .seconds(60)
+        {
+            return last.usage
         }
         let collector = Collector(container: container, device: configuration.deviceName, deviceID: deviceID, logger: logger)
-        let usage = try await collector.usage(of: state.withLock { $0.device.synced })
-        collection.withLock { $0.usage = (.now, usage) }
+        let usage = try await collector.usage(of: tree)
+        collection.withLock { $0.usage = (.now, tree.head, usage) }
         return usage
     }
 
