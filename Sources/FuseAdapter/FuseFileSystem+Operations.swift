@@ -90,7 +90,7 @@ extension FuseFileSystem {
         request.attributes(stat(of: attributes, node: inode), timeout: attributeTimeout)
     }
 
-    /// What Linux does to a regular file written, truncated or given away by a caller without
+    /// What Linux does to a file written, truncated or given away by a caller without
     /// CAP_FSETID (the kernel says which, and leaves it to us: `handleKillPrivilegesV2`): the
     /// set-user-id bit goes, the set-group-id bit too if the group may execute it, and so does
     /// a file capability.
@@ -98,7 +98,8 @@ extension FuseFileSystem {
     @discardableResult
     func dropSetIDBits(_ item: ItemID) throws -> Bool {
         let attributes = try replica.attributes(of: item)
-        guard attributes.kind == .file else { return false }
+        // Any kind but a folder, as Linux (a FIFO or device file given away loses them too).
+        guard attributes.kind != .folder, attributes.kind != .symlink else { return false }
         let mode = attributes.mode & 0o7777
         var kept = mode & ~S_ISUID
         if kept & S_IXGRP != 0 { kept &= ~S_ISGID }
