@@ -287,12 +287,12 @@ extension FuseFileSystem {
         // A set-id file is never passthrough, for reading either: its writes must stay the
         // daemon's, which clears the bits on a write (the kernel would not tell it of a
         // passthrough one), and a node with a passthrough reader gets passthrough writers.
+        // (The set-id question last: it costs an attributes lookup, needless for a placeholder.)
         let wanted =
-            !hasSetIDBits(file.id)
-            && (replica.completeCopySize(of: file.id).map { size in
+            (replica.completeCopySize(of: file.id).map { size in
                 !file.writable || flags & O_TRUNC != 0
                     || (flags & O_APPEND != 0 && size <= Replica.largestFileQueuedWhileWrittenOutside)
-            } ?? false)
+            } ?? false) && !hasSetIDBits(file.id)
         let mode = passthroughs.open(inode, file: file.descriptor, wanted: wanted)
         do {
             try startOutsideWrites(file, inode, mode)
