@@ -71,6 +71,54 @@ public enum FileIO {
         }
     }
 
+    /// Writes `pieces` back to back from `offset` in as few `pwritev` calls as the kernel
+    /// allows: one call for a whole run, so the page cache holds it in folios as large as the
+    /// run (a run split into one write per piece is cut into small folios at each edge).
+    public static func writeAll(_ fd: FileDescriptor, _ pieces: [Data], offset: UInt64) throws(Errno) {
+        guard pieces.count > 1 else {
+            if let piece = pieces.first { try writeAll(fd, piece, offset: offset) }
+            return
+        }
+        do {
+            try withBuffers(pieces[...], []) { buffers in
+                var vectors = buffers.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
+                var next = 0
+                var position = Int64(offset)
+                while next < vectors.count {
+                    let count = min(vectors.count - next, 1024)  // IOV_MAX
+                    let written = vectors.withUnsafeMutableBufferPointer { pwritev(fd.rawValue, $0.baseAddress! + next, Int32(count), __off_t(position)) }
+                    if written < 0 {
+                        if errno == EINTR { continue }
+                        throw Errno(rawValue: errno)
+                    }
+                    position += Int64(written)
+                    // Step past what was written; a short write resumes inside a vector.
+                    var left = written
+                    while next < vectors.count, left >= vectors[next].iov_len {
+                        left -= vectors[next].iov_len
+                        next += 1
+                    }
+                    if left > 0 {
+                        vectors[next].iov_base = vectors[next].iov_base.map { $0 + left }
+                        vectors[next].iov_len -= left
+                    }
+                }
+            }
+        } catch let error as Errno {
+            throw error
+        } catch {
+            throw .ioError
+        }
+    }
+
+    /// Calls `body` with the bytes of every one of `pieces`, in order, without copying them.
+    private static func withBuffers(
+        _ pieces: ArraySlice<Data>, _ gathered: [UnsafeRawBufferPointer], _ body: ([UnsafeRawBufferPointer]) throws -> Void
+    ) throws {
+        guard let first = pieces.first else { return try body(gathered) }
+        try first.withUnsafeBytes { try withBuffers(pieces.dropFirst(), gathered + [$0], body) }
+    }
+
     /// Copies up to `count` bytes from `offset` of `source` to `targetOffset` of `target` inside
     /// the kernel (`copy_file_range`: no bytes through our memory; extents shared where the
     /// filesystem can). Fewer only at the end of `source`. Returns how many were copied.

@@ -113,8 +113,8 @@ public struct ContainerStore: Sendable {
         return data
     }
 
-    /// A chunk open for a local copy (`BlobStore.openLocally`; nil where the store cannot:
-    /// use `readChunk`); `copy(_:into:at:)` copies and checks it. Blocks.
+    /// A chunk open for reading from its local file (`BlobStore.openLocally`; nil where the
+    /// store cannot: use `readChunk`); `read(_:of:)` reads and checks it. Blocks.
     public func openChunk(_ ref: ChunkRef) throws -> LocalObject? {
         do {
             return try store.openLocally(chunkKey(ref.hash), maximumSize: UInt64(ref.size))
@@ -123,11 +123,8 @@ public struct ContainerStore: Sendable {
         }
     }
 
-    /// Copies an opened chunk into `target` at `offset`, checked before it is written. Read
-    /// into memory and written in one `pwrite`, not by `copy_file_range`: the kernel copies
-    /// that a page at a time, and the local copy's pages, cached in small pieces, re-read a
-    /// fifth to a third slower (passthrough reads them straight after a download).
-    public func copy(_ chunk: LocalObject, of ref: ChunkRef, into target: FileDescriptor, at offset: UInt64) throws {
+    /// An opened chunk's bytes, checked against its hash and size. Blocks.
+    public func read(_ chunk: LocalObject, of ref: ChunkRef) throws -> Data {
         guard chunk.size == UInt64(ref.size) else { throw FormatError.corruptChunk(hash: ref.hash.hex) }
         let data: Data
         do {
@@ -136,7 +133,7 @@ public struct ContainerStore: Sendable {
             throw FormatError.corruptChunk(hash: ref.hash.hex)
         }
         guard ChunkHash(of: data) == ref.hash else { throw FormatError.corruptChunk(hash: ref.hash.hex) }
-        try FileIO.writeAll(target, data, offset: offset)
+        return data
     }
 
     public func hasChunk(_ hash: ChunkHash) async throws -> Bool {

@@ -4,15 +4,18 @@ import Synchronization
 final class DownloadTable: Sendable {
     private let running = Mutex<[String: Task<Void, any Error>]>([:])
 
-    /// Runs `body` for `key` unless it is running already, and waits for it either way.
-    func run(_ key: String, _ body: @escaping @Sendable () async throws -> Void) async throws {
-        let task = running.withLock { running in
-            if let task = running[key] { return task }
-            let task = Task { try await body() }
+    /// The download running for `key`, or a new one running `body`; `isNew` says which. The
+    /// download leaves the table when it ends.
+    func start(_ key: String, _ body: @escaping @Sendable () async throws -> Void) -> (task: Task<Void, any Error>, isNew: Bool) {
+        running.withLock { running in
+            if let task = running[key] { return (task, false) }
+            // Its removal waits for this lock: it can never come before the insertion below.
+            let task = Task { [self] in
+                defer { _ = self.running.withLock { $0.removeValue(forKey: key) } }
+                try await body()
+            }
             running[key] = task
-            return task
+            return (task, true)
         }
-        defer { _ = running.withLock { $0.removeValue(forKey: key) } }
-        try await task.value
     }
 }

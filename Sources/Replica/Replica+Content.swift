@@ -95,7 +95,7 @@ extension Replica {
     /// of the file then in the background) and says where its bytes are: the caller hands
     /// them to the kernel straight from the cache file (splice), without copying them here.
     public func readable(_ file: OpenFile, offset: UInt64, count: Int) async throws(ReplicaError) -> CachedBytes {
-        let plan = try prepareRead(file.id, offset..<offset + UInt64(count))
+        let plan = try prepareRead(file.id, offset..<offset + UInt64(count), wholeWindows: true)
         if !plan.missing.isEmpty {
             try await fetch(file.id, plan.missing, version: plan.chunks)
             startBackgroundDownload(file.id)
@@ -367,8 +367,11 @@ extension Replica {
     }
 
     /// Decides under the state lock what a read needs. A new version first gets a new local
-    /// copy (`startNewCopy`, its file I/O outside the state lock).
-    func prepareRead(_ id: ItemID, _ range: Range<UInt64>) throws(ReplicaError) -> ReadPlan {
+    /// copy (`startNewCopy`, its file I/O outside the state lock). `wholeWindows`: a sequential
+    /// read fetches every chunk of the aligned windows the range touches (`WindowedLanding`),
+    /// so that its own fetches land whole windows too (else a reader ahead of the background
+    /// download lands the file chunk by chunk).
+    func prepareRead(_ id: ItemID, _ range: Range<UInt64>, wholeWindows: Bool = false) throws(ReplicaError) -> ReadPlan {
         while true {
             let plan = try state.withLock { state throws(ReplicaError) -> ReadPlan? in
                 state.content[id]?.lastAccess = Int64(Timestamp.now().seconds)
@@ -384,8 +387,12 @@ extension Replica {
                     return ReadPlan(size: record.size, chunks: record.chunks, missing: [])
                 }
                 guard versionToStart(id, state) == nil else { return nil }
-                let end = min(range.upperBound, record.size)
-                let gaps = range.lowerBound < end ? record.present.missing(in: range.lowerBound..<end) : []
+                // A reader going on from where the copy ends (or at the file's start) reads on:
+                // its fetch takes whole windows. A reader jumping ahead gets its chunks alone.
+                let readsOn = range.lowerBound == 0 || record.present.contains(range.lowerBound - 1..<range.lowerBound)
+                let wanted = wholeWindows && readsOn ? WindowedLanding.windows(around: range) : range
+                let (start, end) = (wanted.lowerBound, min(wanted.upperBound, record.size))
+                let gaps = start < end ? record.present.missing(in: start..<end) : []
                 return ReadPlan(size: record.size, chunks: record.chunks, missing: Replica.pieces(record.chunks, covering: gaps))
             }
             if let plan { return plan }
@@ -477,20 +484,22 @@ extension Replica {
     static let fetchesInFlight = 8
 
     /// Fetches chunks (`fetchesInFlight` at once) into the content file of `id`, if it
-    /// still holds `version` when each arrives.
+    /// still holds `version` when each arrives, in aligned windows (`WindowedLanding`).
     func fetch(_ id: ItemID, _ pieces: [ContentChunker.Piece], version: [ChunkRef]) async throws(ReplicaError) {
         guard !pieces.isEmpty else { return }
         state.withLock { _ = $0.downloading.insert(id) }
         defer { state.withLock { _ = $0.downloading.remove(id) } }
+        let landing = WindowedLanding(pieces.map(\.range))
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 var started = 0
-                for piece in pieces {
+                for (index, piece) in pieces.enumerated() {
                     if started >= Replica.fetchesInFlight {
                         try await group.next()
                         try recordLandedChunk(id, version: version)
                     }
-                    group.addTask { try await self.fetch(id, piece, version: version) }
+                    landing.fetching(index)
+                    group.addTask { try await self.fetch(id, piece, index, landing, version: version) }
                     started += 1
                 }
                 while try await group.next() != nil {
@@ -534,48 +543,71 @@ extension Replica {
         }
     }
 
-    private func fetch(_ id: ItemID, _ piece: ContentChunker.Piece, version: [ChunkRef]) async throws {
-        try await downloads.run("\(id)/\(piece.offset)/\(piece.ref.hash)") { [self] in
-            let zeros = chunker.isZeroRunChunk(piece.ref)
-            if !zeros, try await copyFromLocalStore(id, piece, version: version) { return }
-            // A run of zeros is not downloaded: it becomes a hole, and a sparse file stays sparse.
-            let data = zeros ? nil : try await readChunk(piece.ref, of: id)
-            try await BlockingIO.run { [self] in
-                try landPiece(id, piece, version: version) { fd in
-                    if let data {
-                        try FileIO.writeAll(fd, data, offset: piece.offset)
+    /// Fetches piece `index` of a download and returns once its bytes are in the content file.
+    /// A read fetching the same chunk meanwhile is joined, not repeated.
+    private func fetch(
+        _ id: ItemID, _ piece: ContentChunker.Piece, _ index: Int, _ landing: WindowedLanding, version: [ChunkRef]
+    ) async throws {
+        let (download, isNew) = downloads.start("\(id)/\(piece.offset)/\(piece.ref.hash)") { [self] in
+            let bytes: WindowedLanding.Bytes
+            do {
+                // A run of zeros is not downloaded: it becomes a hole, and a sparse file stays sparse.
+                if chunker.isZeroRunChunk(piece.ref) {
+                    bytes = .zeros
+                } else {
+                    if let local = await localChunk(piece.ref) {
+                        bytes = .data(local)
                     } else {
-                        try FileIO.zero(fd, offset: piece.offset, count: Int(piece.ref.size))
+                        bytes = .data(try await readChunk(piece.ref, of: id))
                     }
-                    return data != nil
+                    state.withLock { _ = $0.storedChunks.insert(piece.ref.hash) }
                 }
+            } catch {
+                try? await land(landing.notComing(index), of: id, version: version, landing)
+                throw error
             }
+            try await land(landing.arrived(index, bytes), of: id, version: version, landing)
+            try await landing.landed(index)
+        }
+        if !isNew { try await land(landing.notComing(index), of: id, version: version, landing) }
+        try await download.value
+    }
+
+    /// A directory store's chunk, read from its file and checked, without the waits and
+    /// retries of `readChunk`; nil where the store has no local files, or when anything
+    /// failed (`readChunk` then fetches it, with its waits and retries: a chunk another device
+    /// is still uploading, a store out of reach).
+    private func localChunk(_ ref: ChunkRef) async -> Data? {
+        try? await BlockingIO.run { [self] () throws -> Data? in
+            guard let chunk = try container.openChunk(ref) else { return nil }
+            return try container.read(chunk, of: ref)
         }
     }
 
-    /// A directory store's chunk, copied into the content file by the kernel and checked
-    /// there: no copy through memory (`ContainerStore.openChunk`, `copy`). False where the store
-    /// cannot, or when the copy failed in any way: `readChunk` then fetches it, with its
-    /// waits and retries (a chunk another device is still uploading, a store out of reach).
-    private func copyFromLocalStore(_ id: ItemID, _ piece: ContentChunker.Piece, version: [ChunkRef]) async throws -> Bool {
-        (try? await BlockingIO.run { [self] () throws -> Bool in
-            // Opened before the file's lock is taken: its bytes are read from disk meanwhile.
-            guard let chunk = try container.openChunk(piece.ref) else { return false }
-            try landPiece(id, piece, version: version) { fd in
-                try container.copy(chunk, of: piece.ref, into: fd, at: piece.offset)
-                return true
+    /// Makes a download's `writes` in the content file of `id` (each under the file's lock,
+    /// if it still holds `version`: a local write or a newer version must not get these
+    /// bytes) and counts their bytes present. Every write is reported to `landing`, made or
+    /// failed; the first failure is thrown.
+    private func land(
+        _ writes: [WindowedLanding.Write], of id: ItemID, version: [ChunkRef], _ landing: WindowedLanding
+    ) async throws {
+        guard !writes.isEmpty else { return }
+        try await BlockingIO.run { [self] in
+            var firstError: (any Error)?
+            for write in writes {
+                do {
+                    try land(write, of: id, version: version)
+                    landing.finished(write, error: nil)
+                } catch {
+                    landing.finished(write, error: error)
+                    firstError = firstError ?? error
+                }
             }
-            return true
-        }) ?? false
+            if let firstError { throw firstError }
+        }
     }
 
-    /// Puts a downloaded piece's bytes into the content file (`write`, given the file open
-    /// for reading and writing; true when they are the chunk's, false for a hole) and counts
-    /// them present. Under the file's lock, after checking the file still holds `version`:
-    /// a local write or a newer version must not get this chunk's bytes.
-    private func landPiece(
-        _ id: ItemID, _ piece: ContentChunker.Piece, version: [ChunkRef], _ write: (FileDescriptor) throws -> Bool
-    ) throws {
+    private func land(_ write: WindowedLanding.Write, of id: ItemID, version: [ChunkRef]) throws {
         try fileLocks.withLock(id) {
             @Sendable func holdsVersion(_ state: ReplicaState) -> Bool {
                 state.content[id].map { $0.chunks == version && !$0.dirty } ?? false
@@ -583,11 +615,14 @@ extension Replica {
             guard state.withLock({ holdsVersion($0) }) else { return }
             let fd = try FileDescriptor.open(files.contentPath(id), .readWrite, options: [.closeOnExec])
             defer { try? fd.close() }
-            let stored = try write(fd)
+            if write.isZeros {
+                try FileIO.zero(fd, offset: write.range.lowerBound, count: write.range.count)
+            } else {
+                try FileIO.writeAll(fd, write.parts, offset: write.range.lowerBound)
+            }
             state.withLock { state in
                 guard holdsVersion(state) else { return }
-                state.content[id]?.present.insert(piece.range)
-                if stored { state.storedChunks.insert(piece.ref.hash) }
+                state.content[id]?.present.insert(write.range)
             }
         }
     }
