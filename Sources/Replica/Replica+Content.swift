@@ -389,8 +389,9 @@ extension Replica {
                 guard versionToStart(id, state) == nil else { return nil }
                 // A reader going on from where the copy ends (or at the file's start) reads on:
                 // its fetch takes whole windows. A reader jumping ahead gets its chunks alone.
-                let readsOn = range.lowerBound == 0 || record.present.contains(range.lowerBound - 1..<range.lowerBound)
-                let wanted = wholeWindows && readsOn ? WindowedLanding.windows(around: range) : range
+                let readsOn = wholeWindows
+                    && (range.lowerBound == 0 || record.present.contains(range.lowerBound - 1..<range.lowerBound))
+                let wanted = readsOn ? WindowedLanding.windows(around: range) : range
                 let (start, end) = (wanted.lowerBound, min(wanted.upperBound, record.size))
                 let gaps = start < end ? record.present.missing(in: start..<end) : []
                 return ReadPlan(size: record.size, chunks: record.chunks, missing: Replica.pieces(record.chunks, covering: gaps))

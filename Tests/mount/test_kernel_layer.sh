@@ -39,6 +39,42 @@ with open(sys.argv[1], "rb") as f, open(sys.argv[2], "rb") as g:
 ' "$T/b/photo" "$T/source"
 }
 
+# A download lands in 2 MiB windows shared by the chunks around their edges, and readers join
+# each other's fetches: sequential and random readers at once must each see the file's bytes.
+test_concurrent_readers_of_a_placeholder_see_its_bytes() {
+    mount_device a
+    head -c 48M /dev/urandom > "$T/source"
+    cp "$T/source" "$T/a/big"
+    sync_wait a
+    mount_device b
+    python3 - "$T/b/big" "$T/source" <<'PY'
+import os, random, sys, threading
+seed = random.randrange(1 << 30)
+print("    seed", seed)
+path, source = sys.argv[1], open(sys.argv[2], "rb").read()
+bad = []
+def reader(rng, sequential):
+    fd = os.open(path, os.O_RDONLY)
+    offset = rng.randrange(len(source) // 2)
+    for _ in range(200):
+        count = rng.choice([4096, 131072, 1 << 20, 3 << 20]) if sequential else rng.randrange(1, 1 << 21)
+        if not sequential:
+            offset = rng.randrange(len(source))
+        if os.pread(fd, count, offset) != source[offset:offset + count]:
+            bad.append((offset, count))
+        offset += count
+        if offset >= len(source):
+            break
+    os.close(fd)
+rng = random.Random(seed)
+threads = [threading.Thread(target=reader, args=(random.Random(rng.random()), n < 2)) for n in range(6)]
+for t in threads: t.start()
+for t in threads: t.join()
+assert not bad, f"reads that differ (offset, count): {bad[:5]}"
+PY
+    cmp "$T/source" "$T/b/big"
+}
+
 test_nopassthrough_serves_every_read_itself() {
     mount_device a nopassthrough
     echo "through the daemon" > "$T/a/f"
