@@ -56,16 +56,19 @@ public struct ChunkHash: Hashable, Comparable, Sendable, CustomStringConvertible
 
     /// The 32 raw digest bytes.
     public var bytes: [UInt8] {
-        var data = Data(capacity: ChunkHash.byteCount)
-        append(to: &data)
-        return Array(data)
+        withDigestBytes { Array($0) }
     }
 
     /// Appends the 32 raw digest bytes to `data`.
     public func append(to data: inout Data) {
-        for word in [words.0, words.1, words.2, words.3] {
-            withUnsafeBytes(of: word.bigEndian) { data.append(contentsOf: $0) }
-        }
+        withDigestBytes { data.append(contentsOf: $0) }
+    }
+
+    /// The 32 raw digest bytes, without a copy on the heap (journals and state databases
+    /// write every chunk's hash: this runs for each).
+    private func withDigestBytes<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        let bigEndian = (words.0.bigEndian, words.1.bigEndian, words.2.bigEndian, words.3.bigEndian)
+        return withUnsafeBytes(of: bigEndian) { body($0) }
     }
 
     public static func == (lhs: ChunkHash, rhs: ChunkHash) -> Bool {
@@ -95,14 +98,19 @@ public struct ChunkHash: Hashable, Comparable, Sendable, CustomStringConvertible
     }
 
     public var hex: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(64)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0xF)])
+        withDigestBytes { digest in
+            String(unsafeUninitializedCapacity: 2 * ChunkHash.byteCount) { out in
+                for (index, byte) in digest.enumerated() {
+                    out[2 * index] = ChunkHash.hexDigit(byte >> 4)
+                    out[2 * index + 1] = ChunkHash.hexDigit(byte & 0xF)
+                }
+                return 2 * ChunkHash.byteCount
+            }
         }
-        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 
     public var description: String { hex }

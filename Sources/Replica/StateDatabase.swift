@@ -223,6 +223,15 @@ package final class StateDatabase: Sendable {
             // Access times moved by reads on this device (`AccessTimeRule`), never synced.
             try db.execute(sql: "CREATE TABLE access_time (id TEXT PRIMARY KEY, s INTEGER NOT NULL, ns INTEGER NOT NULL)")
         }
+        migrator.registerMigration("v9 history in protobuf") { db in
+            // Was JSON (hex chunk lists), rewritten with every change of a file.
+            for row in try Row.fetchAll(db, sql: "SELECT id, history FROM item WHERE history IS NOT NULL") {
+                let history = try FormatCoding.decode([PastVersion].self, from: row["history"])
+                try db.execute(
+                    sql: "UPDATE item SET history = ? WHERE id = ?",
+                    arguments: [HistoryCoding.encode(history), row["id"] as String])
+            }
+        }
         return migrator
     }
 
@@ -307,7 +316,7 @@ package final class StateDatabase: Sendable {
                 item.ctime?.seconds, item.ctime.map { Int64($0.nanoseconds) },
                 item.atime?.seconds, item.atime.map { Int64($0.nanoseconds) }, item.linkedItem?.rawValue,
                 item.contentTime?.seconds, item.contentTime.map { Int64($0.nanoseconds) }, item.contentDevice,
-                item.history.map { FormatCoding.encode($0) },
+                item.history.map(HistoryCoding.encode),
                 item.deletion?.time.seconds, item.deletion.map { Int64($0.time.nanoseconds) }, item.deletion?.device,
             ])
         }
@@ -332,7 +341,7 @@ package final class StateDatabase: Sendable {
             ctime: time(row, "ctime"), atime: time(row, "atime"),
             linkedItem: (row["linked_item"] as String?).map(ItemID.init),
             contentTime: time(row, "content_time"), contentDevice: row["content_device"],
-            history: try (row["history"] as Data?).map { try FormatCoding.decode([PastVersion].self, from: $0) },
+            history: try (row["history"] as Data?).map { try HistoryCoding.decode($0, of: row["id"]) },
             deletion: time(row, "deleted").map { Deletion(time: $0, device: row["deleted_by"] ?? "") })
     }
 

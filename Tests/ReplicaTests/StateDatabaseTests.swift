@@ -56,6 +56,40 @@ struct StateDatabaseTests {
         #expect(try database.pool.read { db in try database.loadPending(db) } == [queued])
     }
 
+    @Test("migration v9 rewrites past versions from JSON to protobuf, and they load as they were")
+    func migrationRewritesHistory() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        let path = folder.path + "/state.db"
+        let chunks = (0..<3).map { ChunkRef(hash: ChunkHash(of: Data([UInt8($0)])), size: UInt32(1000 + $0)) }
+        let history = [
+            PastVersion(
+                seq: 4, time: Timestamp(seconds: 1_700_000_000, nanoseconds: 9), device: "laptop", size: 3003,
+                chunks: chunks, replaced: Timestamp(seconds: 1_700_000_100, nanoseconds: 0)),
+            PastVersion(seq: 6, time: .zero, device: "", size: 0, chunks: [], replaced: .zero),
+        ]
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try StateDatabase.migrator.migrate(queue, upTo: "v8 local access times")
+            try queue.write { db in
+                for (id, past) in [("old", FormatCoding.encode(history) as Data?), ("none", nil)] {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO item (id, parent, name, kind, mode, mtime_s, mtime_ns, size, chunks, version,
+                            content_version, deleted, history) VALUES (?, ?, ?, 'file', 420, 0, 0, 0, ?, 1, 1, 0, ?)
+                            """,
+                        arguments: [id, ItemID.root.rawValue, id, Data(), past])
+                }
+            }
+        }
+        let database = try StateDatabase(path: path, logger: quietLogger)
+        let stored = try database.pool.read { db in try Data.fetchOne(db, sql: "SELECT history FROM item WHERE id = 'old'") }
+        #expect(stored == HistoryCoding.encode(history))
+        let tree = try database.pool.read { db in try database.loadTree(db) }
+        #expect(tree.item(ItemID("old"))?.history == history)
+        #expect(tree.item(ItemID("none"))?.history == nil)
+    }
+
     @Test("writes asked for with writeSoon commit before any later write, and by themselves shortly after")
     func writeSoonKeepsOrder() throws {
         let folder = TemporaryDirectory()
