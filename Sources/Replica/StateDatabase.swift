@@ -35,6 +35,11 @@ package final class StateDatabase: Sendable {
     /// The last background commit failed: the next one is retried by itself, and only the
     /// first failure and the recovery are logged.
     private let backgroundFailing = Mutex(false)
+    /// Transactions committed so far, and how many of them the last `makeDurable` made
+    /// durable: an fsync of a file rewritten in place (a disk image, a database) usually
+    /// finds nothing new to record, and skips syncing the log.
+    private let commits = CommitCounter()
+    private let durableCommits = Mutex<UInt64>(0)
 
     init(path: String, logger: Logger, freeSpareSpace: @escaping @Sendable () -> Bool = { false }) throws {
         self.logger = logger
@@ -47,6 +52,7 @@ package final class StateDatabase: Sendable {
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
         pool = try DatabasePool(path: path, configuration: configuration)
+        pool.add(transactionObserver: commits, extent: .databaseLifetime)
         try StateDatabase.migrator.migrate(pool)
     }
 
@@ -128,15 +134,24 @@ package final class StateDatabase: Sendable {
     /// database file after it: a committed transaction is durable once the log is. A
     /// checkpoint here instead cost three syncs per `fsync` of a file: SQLite on the mount
     /// ran its transactions at a sixth of native speed.)
-    func makeDurable() throws {
+    /// Returns whether it synced the log (false: nothing committed since the last time).
+    @discardableResult
+    func makeDurable() throws -> Bool {
         try order.withLock {
-            try writeHoldingOrder { _ in }
-            // Under `order`, no transaction commits meanwhile. No log: everything is in the
-            // database file, synced by the checkpoint that emptied the log.
+            if waiting.withLock({ !$0.isEmpty }) { try writeHoldingOrder { _ in } }
+            // A commit outside `order` (the snapshot's) counted after this read is synced by
+            // the next call.
+            let committed = commits.count
+            guard committed != durableCommits.withLock({ $0 }) else { return false }
+            // No log: everything is in the database file, synced by the checkpoint that
+            // emptied the log.
             let log = open(pool.path + "-wal", O_RDONLY | O_CLOEXEC)
-            guard log >= 0 else { return }
-            defer { close(log) }
-            guard fsync(log) == 0 else { throw Errno(rawValue: errno) }
+            if log >= 0 {
+                defer { close(log) }
+                guard fsync(log) == 0 else { throw Errno(rawValue: errno) }
+            }
+            durableCommits.withLock { $0 = committed }
+            return true
         }
     }
 
@@ -525,4 +540,17 @@ private struct WaitingWrites {
     mutating func putBack(_ failed: [StateDatabase.Work]) {
         works = failed + works
     }
+}
+
+/// Counts the transactions the database commits (GRDB tells an observer of every commit,
+/// whatever it changed).
+private final class CommitCounter: TransactionObserver, Sendable {
+    private let committed = Atomic<UInt64>(0)
+
+    var count: UInt64 { committed.load(ordering: .acquiring) }
+
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
+    func databaseDidChange(with event: DatabaseEvent) {}
+    func databaseDidCommit(_ db: Database) { committed.add(1, ordering: .releasing) }
+    func databaseDidRollback(_ db: Database) {}
 }

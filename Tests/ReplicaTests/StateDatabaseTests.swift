@@ -90,6 +90,24 @@ struct StateDatabaseTests {
         #expect(tree.item(ItemID("none"))?.history == nil)
     }
 
+    @Test("makeDurable syncs the log only when something committed since it last did, whichever way it was written")
+    func makeDurableSkipsAnUnchangedLog() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        let database = try StateDatabase(path: folder.path + "/state.db", logger: quietLogger)
+        #expect(try database.makeDurable())  // the migrations
+        #expect(try !database.makeDurable())
+        try database.write { db in try database.setMeta("k", "now", db) }
+        #expect(try database.makeDurable())
+        #expect(try !database.makeDurable())
+        database.writeSoon { db in try database.setMeta("k", "soon", db) }
+        #expect(try database.makeDurable())
+        #expect(try database.pool.read { db in try database.meta("k", db) } == "soon")
+        try database.pool.write { db in try database.setMeta("k", "around the order", db) }
+        #expect(try database.makeDurable())
+        #expect(try !database.makeDurable())
+    }
+
     @Test("writes asked for with writeSoon commit before any later write, and by themselves shortly after")
     func writeSoonKeepsOrder() throws {
         let folder = TemporaryDirectory()
