@@ -198,7 +198,10 @@ public final class Replica: Sendable {
     /// kept with the cache state so that they outlive a mount. Stored, never read, here.
     public func savedNodeNumbers() throws(ReplicaError) -> [(UInt64, ItemID)] {
         do {
-            return try database.write { db in try database.loadInodes(db) }
+            // A read: a write would wait for a new device's snapshot to be recorded (a
+            // second for 100,000 items), and the mount with it. Only the kernel layer
+            // writes this table, and it has not started yet.
+            return try database.pool.read { db in try database.loadInodes(db) }
         } catch {
             throw ReplicaError.wrapping(error)
         }
