@@ -153,7 +153,7 @@ public struct Collector: Sendable {
         var tree = tree
         while true {
             let seq = tree.head + 1
-            let appended = try await container.append(commit, at: seq)
+            let appended = try await container.append(commit, at: seq, as: tree.nextEntryEncoding)
             tree = try await catchUp(tree)
             if appended { return tree }
         }

@@ -5,7 +5,8 @@ public struct Commit: Hashable, Codable, Sendable {
     /// 2: operations may carry owners (`Owner`); format 1 entries are read as owned by 0.
     /// 3: hard links (items of kind `link`), and names as bytes (`NameBytes`).
     /// 4: retention (`policy`, `expire`).
-    public static let formatVersion = 4
+    /// 5: entries may be protobuf (`JournalCoding`) after the first entry of format 5.
+    public static let formatVersion = 5
 
     public var format: Int
     /// Random, chosen once per queued commit: lets a device recognise its own commit after a
@@ -29,13 +30,24 @@ public struct Commit: Hashable, Codable, Sendable {
         commitID: String, device: String, deviceID: String, time: Timestamp, ops: [ItemOperation],
         uploaded: [UInt64] = []
     ) {
-        format = Commit.formatVersion
+        self.init(
+            format: Commit.formatVersion, commitID: commitID, device: device, deviceID: deviceID, time: time, ops: ops,
+            uploaded: uploaded, droppedOperations: 0)
+    }
+
+    /// A decoded entry (`JournalCoding`).
+    init(
+        format: Int, commitID: String, device: String, deviceID: String, time: Timestamp, ops: [ItemOperation],
+        uploaded: [UInt64], droppedOperations: Int
+    ) {
+        self.format = format
         self.commitID = commitID
         self.device = device
         self.deviceID = deviceID
         self.time = time
         self.ops = ops
         self.uploaded = uploaded
+        self.droppedOperations = droppedOperations
     }
 
     enum CodingKeys: String, CodingKey {

@@ -167,7 +167,7 @@ public struct ContainerStore: Sendable {
         }
         let commit: Commit
         do {
-            commit = try FormatCoding.decode(Commit.self, from: data)
+            commit = try JournalCoding.decode(data)
         } catch {
             return .unreadable("journal \(seq) is malformed (\(data.count) bytes): \(error)")
         }
@@ -179,9 +179,9 @@ public struct ContainerStore: Sendable {
 
     /// Tries to make `commit` entry number `seq`. False when another device took the number
     /// first: read the entries up to it and try the next one.
-    public func append(_ commit: Commit, at seq: UInt64) async throws -> Bool {
+    public func append(_ commit: Commit, at seq: UInt64, as encoding: JournalCoding.Encoding) async throws -> Bool {
         do {
-            try await store.putIfAbsent(journalKey(seq), data: FormatCoding.encode(commit))
+            try await store.putIfAbsent(journalKey(seq), data: JournalCoding.encode(commit, as: encoding))
             return true
         } catch StoreError.alreadyExists {
             return false

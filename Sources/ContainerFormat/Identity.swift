@@ -23,10 +23,11 @@ public struct Identity: Hashable, Codable, Sendable {
 
 /// The whole tree as of a journal sequence number, so a new device need not replay the
 /// journal from the start.
-/// Formats 2 to 5 are the protobuf form (`SnapshotCoding`; 3 adds owners, special files and
-/// times, 4 hard links, 5 history, 6 the retention policy); format 1, JSON, is still read.
+/// Formats 2 to 7 are the protobuf form (`SnapshotCoding`; 3 adds owners, special files and
+/// times, 4 hard links, 5 history, 6 the retention policy, 7 the journal's format: entries
+/// after it may be protobuf); format 1, JSON, is still read.
 public struct Snapshot: Codable, Sendable {
-    public static let formatVersion = 6
+    public static let formatVersion = 7
 
     public var format: Int
     public var seq: UInt64
@@ -34,17 +35,24 @@ public struct Snapshot: Codable, Sendable {
     public var items: [Item]
     /// The retention policy the journal set (nil: the standard one).
     public var policy: RetentionPolicy?
+    /// `Tree.journalFormat` at `seq` (format 7).
+    public var journalFormat = 0
+
+    enum CodingKeys: String, CodingKey { case format, seq, items, policy }
 
     public init(of tree: Tree) {
-        self.init(format: Snapshot.formatVersion, seq: tree.head, items: tree.allItems, policy: tree.policy)
+        self.init(
+            format: Snapshot.formatVersion, seq: tree.head, items: tree.allItems, policy: tree.policy,
+            journalFormat: tree.journalFormat)
     }
 
-    public init(format: Int, seq: UInt64, items: [Item], policy: RetentionPolicy? = nil) {
+    public init(format: Int, seq: UInt64, items: [Item], policy: RetentionPolicy? = nil, journalFormat: Int = 0) {
         self.format = format
         self.seq = seq
         self.items = items
         self.policy = policy
+        self.journalFormat = journalFormat
     }
 
-    public var tree: Tree { Tree(items: items, head: seq, policy: policy) }
+    public var tree: Tree { Tree(items: items, head: seq, policy: policy, journalFormat: journalFormat) }
 }

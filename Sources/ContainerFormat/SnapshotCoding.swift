@@ -10,13 +10,8 @@ public enum SnapshotCoding {
         message.format = UInt32(snapshot.format)
         message.seq = snapshot.seq
         message.items = snapshot.items.map(ItemMessage.init)
-        if let policy = snapshot.policy {
-            var retention = RetentionMessage()
-            retention.versionsSeconds = policy.versions
-            retention.deletedSeconds = policy.deleted
-            retention.graceSeconds = policy.grace
-            message.policy = retention
-        }
+        if let policy = snapshot.policy { message.policy = RetentionMessage(policy) }
+        message.journalFormat = UInt32(clamping: snapshot.journalFormat)
         // Serializing a message built here cannot fail (no required fields, no Any).
         return try! message.serializedBytes()
     }
@@ -29,11 +24,8 @@ public enum SnapshotCoding {
             let outline = try SnapshotOutline(serializedBytes: data)
             snapshot = Snapshot(
                 format: Int(outline.format), seq: outline.seq, items: try decodeItems(outline.items),
-                policy: outline.hasPolicy
-                    ? RetentionPolicy(
-                        versions: outline.policy.versionsSeconds, deleted: outline.policy.deletedSeconds,
-                        grace: outline.policy.graceSeconds)
-                    : nil)
+                policy: outline.hasPolicy ? RetentionPolicy(outline.policy) : nil,
+                journalFormat: Int(outline.journalFormat))
         }
         if snapshot.format < 4 {  // written before names were bytes
             for index in snapshot.items.indices {

@@ -55,6 +55,9 @@ extension Tree {
         }
         if let expiry = commit.expire { expire(expiry, &fold) }
         head = seq
+        // Counted from format 5, the first that changes how entries after it are written:
+        // every device then holds the same value at a SEQ (snapshots of it are equal).
+        if commit.format >= 5 { journalFormat = max(journalFormat, commit.format) }
         return fold.outcome
     }
 

@@ -8,6 +8,9 @@ public struct Tree: Sendable {
     public internal(set) var head: UInt64
     /// The retention policy the journal set last (nil: `RetentionPolicy.standard`).
     public internal(set) var policy: RetentionPolicy?
+    /// The highest format of the entries folded, if 5 or more (else 0; a snapshot before
+    /// format 7 does not say, and no entry before one can be of format 5).
+    public internal(set) var journalFormat: Int
     var items: ItemTable
     /// Live children of each folder by name.
     var childIndex: [ItemID: [NameKey: ItemID]]
@@ -26,6 +29,7 @@ public struct Tree: Sendable {
     public init() {
         head = 0
         policy = nil
+        journalFormat = 0
         items = ItemTable()
         items[.root] = .rootFolder()
         childIndex = [:]
@@ -37,11 +41,12 @@ public struct Tree: Sendable {
 
     /// The tree a snapshot or the cache's database records. The item table and the indexes
     /// by name are built at once, on two cores (a million items take about a second each).
-    public init(items list: [Item], head: UInt64, policy: RetentionPolicy? = nil) {
+    public init(items list: [Item], head: UInt64, policy: RetentionPolicy? = nil, journalFormat: Int = 0) {
         let (byID, byName) = concurrently({ Tree.table(of: list) }, { Tree.liveIndexes(of: list) })
         self = byID
         self.head = head
         self.policy = policy
+        self.journalFormat = journalFormat
         childIndex = byName.childIndex
         copies = byName.copies
         links = byName.links
@@ -70,6 +75,10 @@ public struct Tree: Sendable {
         for item in list { tree.indexLive(item) }
         return tree
     }
+
+    /// How the next entry is written: protobuf once the journal holds an entry of format 5
+    /// (see `JournalCoding`), JSON until then.
+    public var nextEntryEncoding: JournalCoding.Encoding { journalFormat >= 5 ? .binary : .json }
 
     public func item(_ id: ItemID) -> Item? { items[id] }
 

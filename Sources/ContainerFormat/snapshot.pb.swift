@@ -8,7 +8,7 @@
 // For information on using the generated types, please see the documentation:
 //   https://github.com/apple/swift-protobuf/
 
-/// The binary form of snapshots/SEQ (formats 2 to 4; docs/FORMAT.md). Generated into
+/// The binary form of snapshots/SEQ (formats 2 to 7; docs/FORMAT.md). Generated into
 /// ../snapshot.pb.swift by Scripts/generate-protos; edit this file, then run that script.
 
 #if canImport(FoundationEssentials)
@@ -113,6 +113,9 @@ nonisolated struct SnapshotMessage: Sendable {
   /// Clears the value of `policy`. Subsequent reads from it will return its default value.
   mutating func clearPolicy() {self._policy = nil}
 
+  /// The highest format of the journal entries up to `seq` if 5 or more, else 0 (format 7).
+  var journalFormat: UInt32 = 0
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -142,6 +145,8 @@ nonisolated struct SnapshotOutline: Sendable {
   var hasPolicy: Bool {self._policy != nil}
   /// Clears the value of `policy`. Subsequent reads from it will return its default value.
   mutating func clearPolicy() {self._policy = nil}
+
+  var journalFormat: UInt32 = 0
 
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -486,7 +491,7 @@ nonisolated extension KindMessage: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".SnapshotMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}format\0\u{1}seq\0\u{1}items\0\u{1}policy\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}format\0\u{1}seq\0\u{1}items\0\u{1}policy\0\u{3}journal_format\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -498,6 +503,7 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
       case 3: try { try decoder.decodeRepeatedMessageField(value: &self.items) }()
       case 4: try { try decoder.decodeSingularMessageField(value: &self._policy) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.journalFormat) }()
       default: break
       }
     }
@@ -520,6 +526,9 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
     try { if let v = self._policy {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
     } }()
+    if self.journalFormat != 0 {
+      try visitor.visitSingularUInt32Field(value: self.journalFormat, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -528,6 +537,7 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
     if lhs.seq != rhs.seq {return false}
     if lhs.items != rhs.items {return false}
     if lhs._policy != rhs._policy {return false}
+    if lhs.journalFormat != rhs.journalFormat {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -535,7 +545,7 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension SnapshotOutline: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".SnapshotOutline"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}format\0\u{1}seq\0\u{1}items\0\u{1}policy\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}format\0\u{1}seq\0\u{1}items\0\u{1}policy\0\u{3}journal_format\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -547,6 +557,7 @@ nonisolated extension SnapshotOutline: SwiftProtobuf.Message, SwiftProtobuf._Mes
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
       case 3: try { try decoder.decodeRepeatedBytesField(value: &self.items) }()
       case 4: try { try decoder.decodeSingularMessageField(value: &self._policy) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.journalFormat) }()
       default: break
       }
     }
@@ -569,6 +580,9 @@ nonisolated extension SnapshotOutline: SwiftProtobuf.Message, SwiftProtobuf._Mes
     try { if let v = self._policy {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
     } }()
+    if self.journalFormat != 0 {
+      try visitor.visitSingularUInt32Field(value: self.journalFormat, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -577,6 +591,7 @@ nonisolated extension SnapshotOutline: SwiftProtobuf.Message, SwiftProtobuf._Mes
     if lhs.seq != rhs.seq {return false}
     if lhs.items != rhs.items {return false}
     if lhs._policy != rhs._policy {return false}
+    if lhs.journalFormat != rhs.journalFormat {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -245,6 +245,7 @@ extension Replica {
             state.device = device
             state.collections.headTime = nil
             let changed = Set(ids.filter { old.item($0) != device.view.item($0) })
+            state.noteReclaimCandidates(changed)
             return (changed, rewritten.count, itemChanges(changed, previous: { old.item($0) }, state))
         }
         logger.notice(

@@ -270,9 +270,14 @@ extension Replica {
     }
 
     /// `flush`: queues the written file in the background (`BackgroundCommits`), a moment
-    /// later after an fsync.
+    /// later after an fsync, or while the kernel writes the file (passthrough): a close's
+    /// release follows its flush at once and queues the file whole, closed. Queued while
+    /// still open, its chunks were copied aside first (the kernel could still change them):
+    /// in a burst of small files (`tar x`), a staged file made and deleted per file.
     public func commitSoon(_ file: OpenFile, after delay: Duration = .zero) {
         guard file.writable else { return }
+        let writtenOutside = state.withLock { $0.outsideWriters[file.id] != nil }
+        let delay = writtenOutside ? max(delay, Replica.commitDelayWhileWrittenOutside) : delay
         commits.addCommit(of: file.id, after: delay) { [self] in
             logQueuingFailure { () throws(ReplicaError) in try commit(file.id, durable: false) }
         }
@@ -291,6 +296,8 @@ extension Replica {
     /// ends with an fsync of its growing log) is chunked once, not once per transaction:
     /// the end of a growing file is read and hashed again at each commit.
     static let commitDelayAfterSync = Duration.milliseconds(100)
+    /// How long a flush of a file the kernel writes waits for its release (see `commitSoon`).
+    static let commitDelayWhileWrittenOutside = Duration.milliseconds(50)
 
     /// `release`: the descriptor closes now; a written file is queued in the background
     /// (after any `commitSoon` of the same handle), and counts as open until then.

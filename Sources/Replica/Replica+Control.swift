@@ -154,18 +154,28 @@ extension Replica {
 
     /// Drops the local copies of deleted files (here or on another device) that nothing
     /// needs any more: without this, every deleted file's bytes stayed in the cache.
-    /// `among`: only these items (those whose queued bytes just landed), else every one.
+    /// `among`: only these items (those whose queued bytes just landed), else the copies
+    /// whose item went since they were last looked at (`reclaimCandidates`).
     func reclaimDeletedContent(among candidates: Set<ItemID>? = nil) {
         let reclaimed = state.withLock { state -> [(ItemID, ContentRecord)] in
             // A queued delete needs no bytes; queued versions before it find theirs through
             // `unstaged`, which `isReclaimable` checks.
-            let records = candidates.map { ids in state.content.filter { ids.contains($0.key) } } ?? state.content
-            let reclaimed = records.filter { id, _ in !state.view.isLive(id) && isReclaimable(id, state) }
-            for id in reclaimed.keys {
+            var reclaimed: [(ItemID, ContentRecord)] = []
+            for id in candidates ?? state.reclaimCandidates {
+                guard let record = state.content[id], !state.view.isLive(id) else {
+                    state.reclaimCandidates.remove(id)  // gone already, or live again
+                    continue
+                }
+                guard isReclaimable(id, state) else {
+                    state.reclaimCandidates.insert(id)  // looked at again at the next pass
+                    continue
+                }
+                reclaimed.append((id, record))
                 state.content[id] = nil
                 state.changedSinceClean[id] = nil
+                state.reclaimCandidates.remove(id)
             }
-            return Array(reclaimed)
+            return reclaimed
         }
         guard !reclaimed.isEmpty else {
             if candidates == nil { files.keepReserve() }
@@ -185,6 +195,7 @@ extension Replica {
             // at the next pass.
             state.withLock { state in
                 for (id, record) in reclaimed where state.content[id] == nil { state.content[id] = record }
+                state.noteReclaimCandidates(reclaimed.map { $0.0 })
             }
             logger.warning("cannot record that \(reclaimed.count) deleted file(s) left the cache: \(error); tried again shortly")
         }
@@ -200,7 +211,7 @@ extension Replica {
         // file keeps them over for good), the files are measured again only now and then:
         // writes into holes take space without changing them.
         let present = state.withLock { state -> UInt64? in
-            let present = state.content.values.reduce(UInt64(0)) { $0 + $1.present.coveredBytes(below: $1.size) }
+            let present = state.content.presentBytes
             if let fitted = state.cacheLastFitted, fitted.present == present, now - fitted.at < Self.cacheRemeasureInterval {
                 return nil
             }
@@ -232,7 +243,7 @@ extension Replica {
     /// and pinned files, among `ids` (nil: the whole container).
     func downloadWanted(_ ids: Set<ItemID>?) {
         let wanted = state.withLock { state -> [ItemID] in
-            guard configuration.greedy || state.content.values.contains(where: \.pinned) else { return [] }
+            guard configuration.greedy || state.content.pinnedCount > 0 else { return [] }
             let candidates = ids.map(Array.init) ?? state.view.allIDs
             return candidates.filter { id in
                 guard let item = state.view.liveItem(id), item.kind == .file, item.size > 0 else { return false }

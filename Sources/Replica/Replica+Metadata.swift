@@ -211,6 +211,7 @@ extension Replica {
                 state.changedSinceClean[item.id] = nil
             }
             enqueue([(.delete(.init(id: child.id, base: 0)), base)], &state, content: freed ? [item.id] : [])
+            if !freed { state.noteReclaimCandidates([item.id]) }  // a hard link's item
             return freed ? item.id : nil
         }
         if let freed { files.removeContent(freed) }
@@ -485,6 +486,7 @@ extension Replica {
         state.nextLocalID += 1
         state.lastLocalChange = .now
         state.device.append(change)
+        state.noteReclaimCandidates(ops.map { $0.0.itemID })
         pushAfterPause()
     }
 

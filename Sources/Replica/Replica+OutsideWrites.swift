@@ -61,7 +61,7 @@ extension Replica {
     /// content (every byte changed, as far as the replica knows). Its close queues it.
     public func endOutsideWrites(_ file: OpenFile) {
         let id = file.id
-        refreshOutsideWritten(id)  // before the count drops: the last one's times still count
+        refreshOutsideWritten(id, through: file.fd)  // before the count drops: the last one's times still count
         state.withLock { state in
             state.outsideWriters[id]?.count -= 1
             if state.outsideWriters[id]?.count == 0 { state.outsideWriters[id] = nil }
@@ -81,10 +81,11 @@ extension Replica {
 
     /// Takes the local copy of `id`, written by the kernel, as it is now: its size, every
     /// byte present and changed (chunked anew from end to end: the replica saw none of the
-    /// writes), and its modification time if the kernel wrote it.
-    func refreshOutsideWritten(_ id: ItemID) {
-        guard let fd = try? files.openContent(id, writable: false) else { return }
-        defer { try? fd.close() }
+    /// writes), and its modification time if the kernel wrote it. `descriptor`: the content
+    /// file, if the caller has it open.
+    func refreshOutsideWritten(_ id: ItemID, through descriptor: FileDescriptor? = nil) {
+        guard let fd = descriptor ?? (try? files.openContent(id, writable: false)) else { return }
+        defer { if descriptor == nil { try? fd.close() } }
         state.withLock { state in
             // Looked at under the lock: two refreshes at once (a commit's and a release's)
             // must not record the older look last (a file written between them was

@@ -101,7 +101,7 @@ extension Replica {
         syncSoon()
         while ContinuousClock.now < deadline {
             let done = state.withLock { state in
-                state.device.pending.isEmpty && state.owed.isEmpty && !state.content.values.contains(where: \.dirty)
+                state.device.pending.isEmpty && state.owed.isEmpty && state.content.dirtyCount == 0
             }
             if done { return true }
             try? await Task.sleep(for: .milliseconds(20))
@@ -123,8 +123,9 @@ extension Replica {
 
     func runSyncLoop() async {
         var backoff = Duration.seconds(1)
-        // Pushes come every 50 ms during a burst of writes; summing the cache is O(files)
-        // under the state lock, so once a second is enough (downloads check when they end).
+        // Pushes come every 50 ms during a burst of writes; the cache is looked at once a
+        // second (downloads check when they end): the copies whose item went, and the
+        // running sum of present bytes (`ContentRecords`).
         var lastCacheCheck = ContinuousClock.now - .seconds(1)
         downloadWanted(nil)
         while !Task.isCancelled {
@@ -248,6 +249,7 @@ extension Replica {
                 events += EventLog.events(for: entry.commit!, seq: entry.seq, in: state.device.synced, outcome: fold)
             }
             let syncedChanges = outcome.outcomes.reduce(into: Set<ItemID>()) { $0.formUnion($1.changed) }
+            state.noteReclaimCandidates(syncedChanges)
             let landed = outcome.landedBatch ? inFlight : nil
             var owed = state.owed
             if let landed, let ours = entries.first(where: { $0.commit?.commitID == landed.commitID }) {
@@ -392,12 +394,12 @@ extension Replica {
     /// devices took first. `make` builds the commit for a number, nil when none is due.
     func appendAtNextFreeNumber(_ make: (inout ReplicaState, UInt64) -> Commit?) async throws {
         while true {
-            let attempt = state.withLock { state -> (UInt64, Commit)? in
+            let attempt = state.withLock { state -> (UInt64, Commit, JournalCoding.Encoding)? in
                 let seq = state.device.synced.head + 1
-                return make(&state, seq).map { (seq, $0) }
+                return make(&state, seq).map { (seq, $0, state.device.synced.nextEntryEncoding) }
             }
-            guard let (seq, commit) = attempt else { return }
-            let appended = try await container.append(commit, at: seq)
+            guard let (seq, commit, encoding) = attempt else { return }
+            let appended = try await container.append(commit, at: seq, as: encoding)
             if appended, try await isBehindJournalFloor(seq) {
                 // Written where compaction had deleted an entry: nobody reads it.
                 try await container.withdraw(commit, at: seq)

@@ -112,7 +112,8 @@ public final class Replica: Sendable {
                 let nextLocalID = Int64(try database.meta("nextLocalID", db) ?? "1") ?? 1
                 var state = ReplicaState(
                     device: DeviceView(device: configuration.deviceName, synced: tree, pending: pending, landed: landed),
-                    nextLocalID: nextLocalID, inFlight: inFlight, content: try database.loadContent(db))
+                    nextLocalID: nextLocalID, inFlight: inFlight, content: ContentRecords(try database.loadContent(db)))
+                state.noteReclaimCandidates(state.content.ids)
                 state.owed = try database.meta("owed", db).map {
                     try FormatCoding.decode([UInt64: [ChunkRef]].self, from: Data($0.utf8))
                 } ?? [:]

@@ -8,7 +8,10 @@ struct ReplicaState: Sendable {
     var nextLocalID: Int64
     /// The batch being pushed; persisted so a restarted process pushes the same commit.
     var inFlight: Batch?
-    var content: [ItemID: ContentRecord]
+    var content: ContentRecords
+    /// Local copies whose item may have gone (deleted here or on another device, expired):
+    /// the periodic pass looks at these for space to reclaim, not at every copy.
+    var reclaimCandidates: Set<ItemID> = []
     /// Bumped by every local write, so a commit can tell if the file changed while chunking.
     var writeGeneration: [ItemID: UInt64] = [:]
     /// Writes copying bytes into a content file right now (a commit waits for them).
@@ -131,6 +134,12 @@ struct ReplicaState: Sendable {
     /// next open after all close (as a program that replaced a file keeps reading the old one).
     func keepsOpenedVersion(_ item: Item, _ record: ContentRecord) -> Bool {
         versionAtOpen[item.id] == record.chunks && record.isComplete && record.chunks != item.chunks
+    }
+
+    /// Remembers those of `ids` that have a local copy but no live item, for the periodic
+    /// pass to reclaim (`Replica.reclaimDeletedContent`).
+    mutating func noteReclaimCandidates(_ ids: some Sequence<ItemID>) {
+        for id in ids where content[id] != nil && !view.isLive(id) { reclaimCandidates.insert(id) }
     }
 
     /// Items some queued change touches.

@@ -301,7 +301,8 @@ package final class StateDatabase: Sendable {
             items.append(try StateDatabase.item(from: row))
         }
         let policy = try meta("policy", db).map { try FormatCoding.decode(RetentionPolicy.self, from: Data($0.utf8)) }
-        return Tree(items: items, head: head, policy: policy)
+        let journalFormat = Int(try meta("journalFormat", db) ?? "0") ?? 0
+        return Tree(items: items, head: head, policy: policy, journalFormat: journalFormat)
     }
 
     func saveItems(_ ids: some Sequence<ItemID>, of tree: Tree, _ db: Database) throws {
@@ -337,6 +338,7 @@ package final class StateDatabase: Sendable {
         }
         try setMeta("head", String(tree.head), db)
         try setMeta("policy", tree.policy.map { String(decoding: FormatCoding.encode($0), as: UTF8.self) }, db)
+        try setMeta("journalFormat", String(tree.journalFormat), db)
     }
 
     static func item(from row: Row) throws -> Item {

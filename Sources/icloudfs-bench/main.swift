@@ -204,7 +204,9 @@ func makeContainer(
     var tree = Tree()
     for (index, commit) in commits.enumerated() {
         let seq = UInt64(index + 1)
-        guard try await format.append(commit, at: seq) else { fail("journal \(seq) exists already") }
+        guard try await format.append(commit, at: seq, as: tree.nextEntryEncoding) else {
+            fail("journal \(seq) exists already")
+        }
         let outcome = tree.apply(commit, seq: seq)
         guard outcome.rejected.isEmpty else { fail("fold rejected: \(outcome.rejected.first!)") }
     }

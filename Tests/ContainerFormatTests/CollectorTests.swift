@@ -22,7 +22,7 @@ private struct StoredContainer {
         var commit = Commit(commitID: UUID().uuidString, device: "a", deviceID: "a", time: .now(), ops: ops)
         commit.policy = policy
         let head = try await container.catchUp().head
-        #expect(try await container.append(commit, at: head + 1))
+        #expect(try await container.append(commit, at: head + 1, as: .json))
     }
 
     func chunkExists(_ text: String) async throws -> Bool {

@@ -532,4 +532,18 @@ struct MetadataFirstFoldTests {
         #expect(restored.item(ItemID("f"))?.isContentPending == false)
         #expect(restored.item(ItemID("g"))?.isContentPending == true)
     }
+
+    @Test("the tree knows the journal's format from format 5 on: older entries leave it 0, so every device agrees at a SEQ")
+    func journalFormat() {
+        var tree = Tree()
+        var entry = Commit(commitID: "a", device: "d", deviceID: "d", time: .zero, ops: [])
+        entry.format = 4
+        _ = tree.apply(entry, seq: 1)
+        #expect(tree.journalFormat == 0 && tree.nextEntryEncoding == .json)
+        entry.format = 5
+        _ = tree.apply(entry, seq: 2)
+        entry.format = 3
+        _ = tree.apply(entry, seq: 3)
+        #expect(tree.journalFormat == 5 && tree.nextEntryEncoding == .binary)
+    }
 }

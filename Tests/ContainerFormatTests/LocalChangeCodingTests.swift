@@ -50,15 +50,41 @@ struct LocalChangeCodingTests {
         }
     }
 
-    @Test("a journal entry reads back equal to the commit written (a device applies its own entries without reading them back)")
+    @Test("a journal entry reads back equal to the commit written, as JSON and as protobuf (a device applies its own entries without reading them back)")
     func commitRoundTrip() throws {
         let ops = changes.flatMap(\.ops)
         for uploaded: [UInt64] in [[], [3, 7]] {
-            let commit = Commit(
+            var commit = Commit(
                 commitID: "c", device: "dév", deviceID: "d", time: Timestamp(seconds: 1_700_000_000, nanoseconds: 5),
                 ops: ops, uploaded: uploaded)
-            #expect(try FormatCoding.decode(Commit.self, from: FormatCoding.encode(commit)) == commit)
+            if uploaded.isEmpty {
+                commit.policy = RetentionPolicy(versions: 60, deleted: 0, grace: 7)
+                commit.expire = Expiry(versionsBefore: Timestamp(seconds: 9, nanoseconds: 1), deletedBefore: .zero)
+            }
+            let json = JournalCoding.encode(commit, as: .json)
+            let binary = JournalCoding.encode(commit, as: .binary)
+            #expect(json.first == UInt8(ascii: "{") && binary.first != UInt8(ascii: "{"))
+            #expect(try JournalCoding.decode(json) == commit)
+            #expect(try JournalCoding.decode(binary) == commit)
+            #expect(binary.count * 2 < json.count)
         }
+    }
+
+    @Test("a protobuf journal entry keeps the operations that decode and counts the others; a truncated one is an error")
+    func binaryEntryWithABadOperation() throws {
+        let good = changes[0].ops[0]
+        var message = JournalEntryMessage()
+        message.format = 5
+        message.commit = "c"
+        message.ops = [OperationMessage(good), OperationMessage(), OperationMessage(good)]
+        message.ops[2].create.content.chunkSizes.append(1)
+        let commit = try JournalCoding.decode(try message.serializedBytes())
+        #expect(commit.ops == [good])
+        #expect(commit.droppedOperations == 2)
+
+        var data = JournalCoding.encode(Commit(commitID: "c", device: "d", deviceID: "d", time: .zero, ops: [good]), as: .binary)
+        data.removeLast(5)
+        #expect(throws: (any Error).self) { try JournalCoding.decode(data) }
     }
 
     @Test("a malformed queued change is an error")

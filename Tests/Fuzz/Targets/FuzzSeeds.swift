@@ -17,7 +17,8 @@ extension FuzzTarget {
                     .delete(.init(id: ItemID("n1"), base: 0)),
                 ])
             return [
-                FormatCoding.encode(valid),
+                JournalCoding.encode(valid, as: .json),
+                JournalCoding.encode(valid, as: .binary),
                 Data(#"{"format":1,"commit":"x","device":"/\u0301","deviceID":"d","time":{"s":-9223372036854775808,"ns":0},"ops":[]}"#.utf8),
                 Data(#"{"format":1,"commit":"g","device":"d","deviceID":"d","time":{"s":0,"ns":0},"ops":[{"op":"delete","id":"file","base":1}]}"#.utf8),
             ]

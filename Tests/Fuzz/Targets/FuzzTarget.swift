@@ -22,7 +22,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     public func run(_ data: Data) {
         switch self {
         case .journal:
-            guard let commit = try? FormatCoding.decode(Commit.self, from: data) else { return }
+            guard let commit = try? JournalCoding.decode(data) else { return }
             var tree = FuzzTarget.seedTree
             _ = tree.apply(commit, seq: tree.head + 1)
             _ = tree.apply(commit, seq: tree.head + 1)
