@@ -30,7 +30,6 @@ import datetime
 import json
 import os
 import platform
-import resource
 import shutil
 import signal
 import socket
@@ -399,12 +398,6 @@ class FuseFloor:
 PASSTHROUGH_HP_IN_CACHE = "libfuse-*/build/example/passthrough_hp"
 
 
-def raise_open_file_limit():
-    """In a child before exec: as many open descriptors as the kernel allows (needs root)."""
-    most = int(Path("/proc/sys/fs/nr_open").read_text())
-    resource.setrlimit(resource.RLIMIT_NOFILE, (most, most))
-
-
 def find_passthrough_hp(cache):
     """(path, None) of a passthrough_hp binary, or (None, why there is none). The bench builds no
     third-party code itself: it uses $PASSTHROUGH_HP, else a build kept in DIR/cache (the newest
@@ -468,11 +461,8 @@ class PassthroughHP:
 
     def start(self, fresh=True):
         with open(self.log, "a") as log_file:
-            # It keeps a descriptor open per node the kernel knows: W7's 30,000 entries need
-            # more than a login's usual limit (tar x failed with EMFILE at 20,000).
             self.process = subprocess.Popen([self.binary, "--foreground", self.source, self.root],
-                                            stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
-                                            preexec_fn=raise_open_file_limit)
+                                            stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file)
         wait_for(lambda: is_mounted(self.root) or self.process.poll() is not None, 10, "passthrough_hp")
         if not is_mounted(self.root):
             raise RuntimeError(f"passthrough_hp did not mount (exit {self.process.poll()}); see {self.log}")
