@@ -223,11 +223,17 @@ os.fsync(fd)
 # counts as being written: `sync --wait` would wait for the close).
 subprocess.run([icloudfs, "sync", mount], check=True)
 expected = 6 + 5000 * 4
+def size_on_other():
+    # The other device may not have pulled the file's creation yet.
+    try:
+        return os.path.getsize(other + "/log")
+    except FileNotFoundError:
+        return None
 for _ in range(300):
-    if os.path.getsize(other + "/log") == expected:
+    if size_on_other() == expected:
         break
     subprocess.run(["sleep", "0.1"])
-assert os.path.getsize(other + "/log") == expected, os.path.getsize(other + "/log")
+assert size_on_other() == expected, size_on_other()
 assert os.fstat(fd).st_size == expected
 for n in range(5000):
     os.write(fd, b"more")
