@@ -6,7 +6,8 @@ public struct Commit: Hashable, Codable, Sendable {
     /// 3: hard links (items of kind `link`), and names as bytes (`NameBytes`).
     /// 4: retention (`policy`, `expire`).
     /// 5: entries may be protobuf (`JournalCoding`) after the first entry of format 5.
-    public static let formatVersion = 5
+    /// 6: protobuf entries may name packs (`packs`).
+    public static let formatVersion = 6
 
     public var format: Int
     /// Random, chosen once per queued commit: lets a device recognise its own commit after a
@@ -25,6 +26,8 @@ public struct Commit: Hashable, Codable, Sendable {
     public var policy: RetentionPolicy?
     /// What the retention period no longer keeps goes (written by the collector).
     public var expire: Expiry?
+    /// Packs holding chunks this entry names (format 6; protobuf entries only).
+    public var packs: [PackRecord] = []
 
     public init(
         commitID: String, device: String, deviceID: String, time: Timestamp, ops: [ItemOperation],
@@ -91,6 +94,7 @@ public struct Commit: Hashable, Codable, Sendable {
         lhs.format == rhs.format && lhs.commitID == rhs.commitID && lhs.device == rhs.device
             && lhs.deviceID == rhs.deviceID && lhs.time == rhs.time && lhs.ops == rhs.ops
             && lhs.uploaded == rhs.uploaded && lhs.policy == rhs.policy && lhs.expire == rhs.expire
+            && lhs.packs == rhs.packs
     }
 
     public func hash(into hasher: inout Hasher) {

@@ -95,7 +95,20 @@ public struct ContainerStore: Sendable {
 
     // MARK: Chunks
 
-    /// The chunk's bytes, checked against its hash and size.
+    /// The chunk's bytes, checked against its hash and size: from its pack when the journal
+    /// said where (`packed`), else (or if that pack is gone) from its own object.
+    public func readChunk(_ ref: ChunkRef, packedAt packed: PackedLocation?) async throws -> Data {
+        if let packed, packed.size == ref.size {
+            do {
+                return try await readChunk(packed.chunk(ref.hash), inPack: packed.pack)
+            } catch StoreError.notFound {
+                // Repacked or collected: the object, if any, still serves.
+            }
+        }
+        return try await readChunk(ref)
+    }
+
+    /// The chunk's bytes from its own object, checked against its hash and size.
     public func readChunk(_ ref: ChunkRef) async throws -> Data {
         let data: Data
         do {
@@ -133,6 +146,34 @@ public struct ContainerStore: Sendable {
             throw FormatError.corruptChunk(hash: ref.hash.hex)
         }
         guard ChunkHash(of: data) == ref.hash else { throw FormatError.corruptChunk(hash: ref.hash.hex) }
+        return data
+    }
+
+    // MARK: Packs
+
+    public func packKey(_ id: ChunkHash) -> BlobKey {
+        let hex = id.hex
+        return BlobKey(validated: "\(container)/packs/\(hex.prefix(2))/\(hex)")
+    }
+
+    /// Stores a pack whole, once (named by its bytes: one already there is the same); durable
+    /// when this returns.
+    public func writePack(_ pack: Pack) async throws {
+        do {
+            try await store.putIfAbsent(packKey(pack.id), data: pack.bytes)
+        } catch StoreError.alreadyExists {
+            return
+        }
+    }
+
+    /// One chunk of a pack, by a ranged read, checked against its hash and size.
+    public func readChunk(_ chunk: PackedChunk, inPack pack: ChunkHash) async throws -> Data {
+        let data = try await store.get(packKey(pack), range: chunk.range)
+        try await BlockingIO.run {
+            guard data.count == Int(chunk.size), ChunkHash(of: data) == chunk.hash else {
+                throw FormatError.corruptChunk(hash: chunk.hash.hex)
+            }
+        }
         return data
     }
 

@@ -27,7 +27,7 @@ public struct Identity: Hashable, Codable, Sendable {
 /// times, 4 hard links, 5 history, 6 the retention policy, 7 the journal's format: entries
 /// after it may be protobuf); format 1, JSON, is still read.
 public struct Snapshot: Codable, Sendable {
-    public static let formatVersion = 7
+    public static let formatVersion = 8
 
     public var format: Int
     public var seq: UInt64
@@ -37,6 +37,8 @@ public struct Snapshot: Codable, Sendable {
     public var policy: RetentionPolicy?
     /// `Tree.journalFormat` at `seq` (format 7).
     public var journalFormat = 0
+    /// `Tree.packedChunks` at `seq` (format 8).
+    public var packedChunks: [ChunkHash: PackedLocation] = [:]
 
     enum CodingKeys: String, CodingKey { case format, seq, items, policy }
 
@@ -44,6 +46,7 @@ public struct Snapshot: Codable, Sendable {
         self.init(
             format: Snapshot.formatVersion, seq: tree.head, items: tree.allItems, policy: tree.policy,
             journalFormat: tree.journalFormat)
+        packedChunks = tree.packedChunks
     }
 
     public init(format: Int, seq: UInt64, items: [Item], policy: RetentionPolicy? = nil, journalFormat: Int = 0) {
@@ -54,5 +57,7 @@ public struct Snapshot: Codable, Sendable {
         self.journalFormat = journalFormat
     }
 
-    public var tree: Tree { Tree(items: items, head: seq, policy: policy, journalFormat: journalFormat) }
+    public var tree: Tree {
+        Tree(items: items, head: seq, policy: policy, journalFormat: journalFormat, packedChunks: packedChunks)
+    }
 }

@@ -36,6 +36,7 @@ public enum JournalCoding {
                 expiry.deletedBefore = TimestampMessage(expire.deletedBefore)
                 message.expire = expiry
             }
+            message.packs = commit.packs.map(PackMessage.init)
             // Serializing a message built here cannot fail (no required fields, no Any).
             return try! message.serializedBytes()
         }
@@ -56,7 +57,41 @@ public enum JournalCoding {
                 versionsBefore: Timestamp(message.expire.versionsBefore),
                 deletedBefore: Timestamp(message.expire.deletedBefore))
         }
+        // A record that does not add up locates nothing: its chunks read as missing, never wrong.
+        commit.packs = message.packs.compactMap { try? PackRecord($0) }
         return commit
+    }
+}
+
+extension PackMessage {
+    init(_ pack: PackRecord) {
+        self.init()
+        id = Data(pack.id.bytes)
+        chunkHashes = PackedChunks.hashes(pack.chunks.map { ChunkRef(hash: $0.hash, size: $0.size) })
+        chunkSizes = pack.chunks.map(\.size)
+        chunkOffsets = pack.chunks.map(\.offset)
+    }
+}
+
+extension PackRecord {
+    /// The packs of a map of packed chunks, in one order for the same map (snapshots of one
+    /// tree are the same bytes).
+    public static func grouping(_ packed: [ChunkHash: PackedLocation]) -> [PackRecord] {
+        Dictionary(grouping: packed, by: \.value.pack)
+            .map { id, chunks in
+                PackRecord(id: id, chunks: chunks.map { $0.value.chunk($0.key) }.sorted { $0.offset < $1.offset })
+            }
+            .sorted { $0.id < $1.id }
+    }
+
+    init(_ message: PackMessage) throws {
+        guard message.id.count == ChunkHash.byteCount,
+            let refs = PackedChunks.chunks(hashes: message.chunkHashes, sizes: message.chunkSizes),
+            message.chunkOffsets.count == refs.count
+        else { throw PackError.malformed("a journal entry's pack record does not add up") }
+        self.init(
+            id: message.id.withUnsafeBytes { ChunkHash(bytes: $0) },
+            chunks: zip(refs, message.chunkOffsets).map { PackedChunk(hash: $0.hash, offset: $1, size: $0.size) })
     }
 }
 

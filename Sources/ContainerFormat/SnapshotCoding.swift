@@ -12,6 +12,7 @@ public enum SnapshotCoding {
         message.items = snapshot.items.map(ItemMessage.init)
         if let policy = snapshot.policy { message.policy = RetentionMessage(policy) }
         message.journalFormat = UInt32(clamping: snapshot.journalFormat)
+        message.packs = PackRecord.grouping(snapshot.packedChunks).map(PackMessage.init)
         // Serializing a message built here cannot fail (no required fields, no Any).
         return try! message.serializedBytes()
     }
@@ -26,6 +27,12 @@ public enum SnapshotCoding {
                 format: Int(outline.format), seq: outline.seq, items: try decodeItems(outline.items),
                 policy: outline.hasPolicy ? RetentionPolicy(outline.policy) : nil,
                 journalFormat: Int(outline.journalFormat))
+            // A record that does not add up locates nothing (its chunks read as missing).
+            for pack in outline.packs.compactMap({ try? PackRecord($0) }) {
+                for chunk in pack.chunks where snapshot.packedChunks[chunk.hash] == nil {
+                    snapshot.packedChunks[chunk.hash] = PackedLocation(pack: pack.id, offset: chunk.offset, size: chunk.size)
+                }
+            }
         }
         if snapshot.format < 4 {  // written before names were bytes
             for index in snapshot.items.indices {

@@ -53,6 +53,11 @@ extension Tree {
                 fold.reject("a retention policy of negative length")
             }
         }
+        for pack in commit.packs {
+            for chunk in pack.chunks where packedChunks[chunk.hash] == nil {
+                packedChunks[chunk.hash] = PackedLocation(pack: pack.id, offset: chunk.offset, size: chunk.size)
+            }
+        }
         if let expiry = commit.expire { expire(expiry, &fold) }
         head = seq
         // Counted from format 5, the first that changes how entries after it are written:

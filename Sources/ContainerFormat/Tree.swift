@@ -11,6 +11,9 @@ public struct Tree: Sendable {
     /// The highest format of the entries folded, if 5 or more (else 0; a snapshot before
     /// format 7 does not say, and no entry before one can be of format 5).
     public internal(set) var journalFormat: Int
+    /// Where the chunks stored in packs are (the first location an entry gave; others are
+    /// read from `chunks/`).
+    public internal(set) var packedChunks: [ChunkHash: PackedLocation] = [:]
     var items: ItemTable
     /// Live children of each folder by name.
     var childIndex: [ItemID: [NameKey: ItemID]]
@@ -41,12 +44,16 @@ public struct Tree: Sendable {
 
     /// The tree a snapshot or the cache's database records. The item table and the indexes
     /// by name are built at once, on two cores (a million items take about a second each).
-    public init(items list: [Item], head: UInt64, policy: RetentionPolicy? = nil, journalFormat: Int = 0) {
+    public init(
+        items list: [Item], head: UInt64, policy: RetentionPolicy? = nil, journalFormat: Int = 0,
+        packedChunks: [ChunkHash: PackedLocation] = [:]
+    ) {
         let (byID, byName) = concurrently({ Tree.table(of: list) }, { Tree.liveIndexes(of: list) })
         self = byID
         self.head = head
         self.policy = policy
         self.journalFormat = journalFormat
+        self.packedChunks = packedChunks
         childIndex = byName.childIndex
         copies = byName.copies
         links = byName.links

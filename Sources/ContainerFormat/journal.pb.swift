@@ -69,6 +69,9 @@ nonisolated struct JournalEntryMessage: Sendable {
   /// Clears the value of `expire`. Subsequent reads from it will return its default value.
   mutating func clearExpire() {self._expire = nil}
 
+  /// Packs this entry's chunks were stored in (format 6).
+  var packs: [PackMessage] = []
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -115,7 +118,7 @@ fileprivate nonisolated let _protobuf_package = "icloudfs.journal"
 
 nonisolated extension JournalEntryMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".JournalEntryMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}format\0\u{1}commit\0\u{1}device\0\u{3}device_id\0\u{1}time\0\u{1}ops\0\u{1}uploaded\0\u{1}policy\0\u{1}expire\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}format\0\u{1}commit\0\u{1}device\0\u{3}device_id\0\u{1}time\0\u{1}ops\0\u{1}uploaded\0\u{1}policy\0\u{1}expire\0\u{1}packs\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -132,6 +135,7 @@ nonisolated extension JournalEntryMessage: SwiftProtobuf.Message, SwiftProtobuf.
       case 7: try { try decoder.decodeRepeatedUInt64Field(value: &self.uploaded) }()
       case 8: try { try decoder.decodeSingularMessageField(value: &self._policy) }()
       case 9: try { try decoder.decodeSingularMessageField(value: &self._expire) }()
+      case 10: try { try decoder.decodeRepeatedMessageField(value: &self.packs) }()
       default: break
       }
     }
@@ -169,6 +173,9 @@ nonisolated extension JournalEntryMessage: SwiftProtobuf.Message, SwiftProtobuf.
     try { if let v = self._expire {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
     } }()
+    if !self.packs.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.packs, fieldNumber: 10)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -182,6 +189,7 @@ nonisolated extension JournalEntryMessage: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.uploaded != rhs.uploaded {return false}
     if lhs._policy != rhs._policy {return false}
     if lhs._expire != rhs._expire {return false}
+    if lhs.packs != rhs.packs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

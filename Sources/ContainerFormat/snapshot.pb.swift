@@ -116,6 +116,9 @@ nonisolated struct SnapshotMessage: Sendable {
   /// The highest format of the journal entries up to `seq` if 5 or more, else 0 (format 7).
   var journalFormat: UInt32 = 0
 
+  /// Where the chunks stored in packs are, by pack (format 8).
+  var packs: [PackMessage] = []
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -147,6 +150,8 @@ nonisolated struct SnapshotOutline: Sendable {
   mutating func clearPolicy() {self._policy = nil}
 
   var journalFormat: UInt32 = 0
+
+  var packs: [PackMessage] = []
 
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -491,7 +496,7 @@ nonisolated extension KindMessage: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".SnapshotMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}format\0\u{1}seq\0\u{1}items\0\u{1}policy\0\u{3}journal_format\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}format\0\u{1}seq\0\u{1}items\0\u{1}policy\0\u{3}journal_format\0\u{1}packs\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -504,6 +509,7 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
       case 3: try { try decoder.decodeRepeatedMessageField(value: &self.items) }()
       case 4: try { try decoder.decodeSingularMessageField(value: &self._policy) }()
       case 5: try { try decoder.decodeSingularUInt32Field(value: &self.journalFormat) }()
+      case 6: try { try decoder.decodeRepeatedMessageField(value: &self.packs) }()
       default: break
       }
     }
@@ -529,6 +535,9 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
     if self.journalFormat != 0 {
       try visitor.visitSingularUInt32Field(value: self.journalFormat, fieldNumber: 5)
     }
+    if !self.packs.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.packs, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -538,6 +547,7 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
     if lhs.items != rhs.items {return false}
     if lhs._policy != rhs._policy {return false}
     if lhs.journalFormat != rhs.journalFormat {return false}
+    if lhs.packs != rhs.packs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -545,7 +555,7 @@ nonisolated extension SnapshotMessage: SwiftProtobuf.Message, SwiftProtobuf._Mes
 
 nonisolated extension SnapshotOutline: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".SnapshotOutline"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}format\0\u{1}seq\0\u{1}items\0\u{1}policy\0\u{3}journal_format\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}format\0\u{1}seq\0\u{1}items\0\u{1}policy\0\u{3}journal_format\0\u{1}packs\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -558,6 +568,7 @@ nonisolated extension SnapshotOutline: SwiftProtobuf.Message, SwiftProtobuf._Mes
       case 3: try { try decoder.decodeRepeatedBytesField(value: &self.items) }()
       case 4: try { try decoder.decodeSingularMessageField(value: &self._policy) }()
       case 5: try { try decoder.decodeSingularUInt32Field(value: &self.journalFormat) }()
+      case 6: try { try decoder.decodeRepeatedMessageField(value: &self.packs) }()
       default: break
       }
     }
@@ -583,6 +594,9 @@ nonisolated extension SnapshotOutline: SwiftProtobuf.Message, SwiftProtobuf._Mes
     if self.journalFormat != 0 {
       try visitor.visitSingularUInt32Field(value: self.journalFormat, fieldNumber: 5)
     }
+    if !self.packs.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.packs, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -592,6 +606,7 @@ nonisolated extension SnapshotOutline: SwiftProtobuf.Message, SwiftProtobuf._Mes
     if lhs.items != rhs.items {return false}
     if lhs._policy != rhs._policy {return false}
     if lhs.journalFormat != rhs.journalFormat {return false}
+    if lhs.packs != rhs.packs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -206,7 +206,7 @@ extension Replica {
             }
         }
         if orStore, let ref = ops.lazy.flatMap(\.chunks).first(where: { $0.hash == hash }) {
-            return try await container.readChunk(ref)
+            return try await container.readChunk(ref, packedAt: state.withLock { $0.device.synced.packedChunks[ref.hash] })
         }
         throw ReplicaError.local("chunk \(hash) was collected from the store and this device no longer holds it")
     }
@@ -239,6 +239,7 @@ extension Replica {
             let rewritten = device.rebase(on: tree)
             try database.write { db in
                 try database.saveItems(ids, of: tree, db)
+                try database.savePackedChunks(PackRecord.grouping(tree.packedChunks), db)
                 try database.deletePending(rewritten.map(\.localID), db)
                 for change in rewritten { try database.insertPending(change, db) }
             }

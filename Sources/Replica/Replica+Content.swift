@@ -563,7 +563,8 @@ extension Replica {
                 if chunker.isZeroRunChunk(piece.ref) {
                     bytes = .zeros
                 } else {
-                    if let local = await localChunk(piece.ref) {
+                    let packed = state.withLock { $0.device.synced.packedChunks[piece.ref.hash] }
+                    if packed == nil, let local = await localChunk(piece.ref) {
                         bytes = .data(local)
                     } else {
                         bytes = .data(try await readChunk(piece.ref, of: id))
@@ -643,9 +644,10 @@ extension Replica {
         let start = ContinuousClock.now
         let deadline = start + configuration.pendingContentWait
         var retry = Duration.milliseconds(100)
+        let packed = state.withLock { $0.device.synced.packedChunks[ref.hash] }
         while true {
             do {
-                return try await container.readChunk(ref)
+                return try await container.readChunk(ref, packedAt: packed)
             } catch let error as StoreError {
                 if case .unavailable = error {
                     guard !configuration.offline, ContinuousClock.now - start < configuration.offlineWait else { throw error }

@@ -170,7 +170,10 @@ extension Replica {
         // Recorded in the background (a second or so for 100,000 items): the database runs
         // writes in order, so everything written later lands after it. If it fails, pulls
         // stop (they would record a head without the tree); the next start begins again.
-        database.pool.asyncWrite({ [database] db in try database.saveItems(ids, of: tree, db) }) { [self] _, result in
+        database.pool.asyncWrite({ [database] db in
+            try database.saveItems(ids, of: tree, db)
+            try database.savePackedChunks(PackRecord.grouping(tree.packedChunks), db)
+        }) { [self] _, result in
             guard case .failure(let error) = result else {
                 // The decoded snapshot is gone: give its memory back to the system.
                 DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { malloc_trim(0) }
@@ -263,6 +266,9 @@ extension Replica {
             let recorded = recordingApplied { db in
                 if owed != state.owed { try database.setMeta("owed", Replica.encodedOwed(owed), db) }
                 try database.saveItems(syncedChanges, of: state.device.synced, db)
+                for entry in entries where entry.commit?.packs.isEmpty == false {
+                    try database.savePackedChunks(entry.commit!.packs, db)
+                }
                 if !outcome.rewritten.isEmpty {
                     try database.deletePending(outcome.rewritten.map(\.localID), db)
                     for change in outcome.rewritten { try database.insertPending(change, db) }
@@ -435,11 +441,16 @@ extension Replica {
         let unstored = Set(chunks.map(\.hash))
         let newBytes = Set(chunks).reduce(UInt64(0)) { $0 + UInt64($1.size) }
         let metadataFirst = newBytes >= configuration.metadataFirstBytes
-        if !metadataFirst { try await upload(chunks) }
+        // Small chunks travel in packs, named by the entry: only in protobuf entries, which
+        // readers that know packs write and read (a device's first entry into an older
+        // journal is JSON).
+        let packing = state.withLock { $0.device.synced.nextEntryEncoding == .binary }
+        let packs = metadataFirst ? [] : try await upload(chunks, packing: packing)
         try await protectFromCollection(Set(ops.flatMap(\.chunkHashes)), of: ops)
         try await appendAtNextFreeNumber { state, seq in
             guard state.inFlight == batch else { return nil }  // landed while catching up
             var commit = state.device.commit(for: batch, device: configuration.deviceName, deviceID: deviceID, seq: seq)
+            commit.packs = packs
             if metadataFirst {
                 commit.ops = commit.ops.map { op in
                     op.chunks.contains { unstored.contains($0.hash) } ? op.markingContentPending() : op
@@ -450,12 +461,26 @@ extension Replica {
         return true
     }
 
+    /// Chunks below this size go up in packs (`packing`): a small file is one chunk.
+    static let packedChunkLimit: UInt32 = 1 << 20
+    /// A pack holds at most this many bytes of chunks.
+    static let packBytes = 16 << 20
+
     /// Missing chunks first: a commit never names a chunk the store lacks. Chunks go in
     /// groups (one store flush each), small groups under an upload limit so it is kept.
-    private func upload(_ chunks: [ChunkRef]) async throws {
+    /// With `packing`, the small ones go in packs instead, returned for the commit to name.
+    @discardableResult
+    private func upload(_ chunks: [ChunkRef], packing: Bool = false) async throws -> [PackRecord] {
         var seen = Set<ChunkHash>()
-        let due = chunks.filter { chunk in
-            seen.insert(chunk.hash).inserted && !state.withLock { $0.storedChunks.contains(chunk.hash) }
+        var due = chunks.filter { chunk in
+            seen.insert(chunk.hash).inserted
+                && !state.withLock { $0.storedChunks.contains(chunk.hash) || $0.device.synced.packedChunks[chunk.hash] != nil }
+        }
+        var packs: [PackRecord] = []
+        if packing {
+            let small = due.filter { $0.size < Replica.packedChunkLimit && !chunker.isZeroRunChunk($0) }
+            due.removeAll { $0.size < Replica.packedChunkLimit && !chunker.isZeroRunChunk($0) }
+            packs = try await uploadInPacks(small)
         }
         let groupBytes = configuration.uploadLimit.map { max(1 << 20, Int($0 / 4)) } ?? (32 << 20)
         let start = ContinuousClock.now
@@ -490,6 +515,41 @@ extension Replica {
                 try await Task.sleep(until: start + .seconds(Double(sent) / Double(limit)), clock: .continuous)
             }
         }
+        return packs
+    }
+
+    /// Small chunks as packs of up to `packBytes`: one object, one inode and one PUT for
+    /// many small files. A chunk whose bytes are gone is handled as `upload` does.
+    private func uploadInPacks(_ chunks: [ChunkRef]) async throws -> [PackRecord] {
+        var records: [PackRecord] = []
+        var pieces: [(hash: ChunkHash, data: Data)] = []
+        var bytes = 0
+        func flush() async throws {
+            guard !pieces.isEmpty else { return }
+            let pack = Pack(pieces)
+            try await container.writePack(pack)
+            state.withLock { state in
+                for chunk in pack.chunks { state.storedChunks.insert(chunk.hash) }
+            }
+            records.append(PackRecord(id: pack.id, chunks: pack.chunks))
+            pieces = []
+            bytes = 0
+        }
+        for chunk in chunks {
+            if let data = localBytes(of: chunk) {
+                pieces.append((chunk.hash, data))
+                bytes += data.count
+                if bytes >= Replica.packBytes { try await flush() }
+            } else if try await !container.hasChunk(chunk.hash) {
+                guard isCurrentContent(chunk.hash) else {
+                    logger.warning("chunk \(chunk.hash) of a superseded version is gone from the cache; not uploaded")
+                    continue
+                }
+                try recordLost(chunk.hash)
+            }
+        }
+        try await flush()
+        return records
     }
 }
 

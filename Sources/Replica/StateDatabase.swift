@@ -247,6 +247,12 @@ package final class StateDatabase: Sendable {
                     arguments: [HistoryCoding.encode(history), row["id"] as String])
             }
         }
+        migrator.registerMigration("v10 packed chunks") { db in
+            // Where chunks stored in packs are (`Tree.packedChunks`): the first location an
+            // entry gave, kept as the fold keeps it.
+            try db.execute(
+                sql: "CREATE TABLE packed_chunk (hash BLOB PRIMARY KEY, pack BLOB NOT NULL, offset INTEGER NOT NULL, size INTEGER NOT NULL) WITHOUT ROWID")
+        }
         return migrator
     }
 
@@ -302,7 +308,31 @@ package final class StateDatabase: Sendable {
         }
         let policy = try meta("policy", db).map { try FormatCoding.decode(RetentionPolicy.self, from: Data($0.utf8)) }
         let journalFormat = Int(try meta("journalFormat", db) ?? "0") ?? 0
-        return Tree(items: items, head: head, policy: policy, journalFormat: journalFormat)
+        var packed: [ChunkHash: PackedLocation] = [:]
+        let locations = try Row.fetchCursor(db, sql: "SELECT hash, pack, offset, size FROM packed_chunk")
+        while let row = try locations.next() {
+            let hash: Data = row["hash"]
+            let pack: Data = row["pack"]
+            guard hash.count == ChunkHash.byteCount, pack.count == ChunkHash.byteCount else {
+                throw StateDatabaseError.malformed("a packed chunk's hash or pack")
+            }
+            packed[hash.withUnsafeBytes { ChunkHash(bytes: $0) }] = PackedLocation(
+                pack: pack.withUnsafeBytes { ChunkHash(bytes: $0) }, offset: UInt64(row["offset"] as Int64),
+                size: UInt32(row["size"] as Int64))
+        }
+        return Tree(items: items, head: head, policy: policy, journalFormat: journalFormat, packedChunks: packed)
+    }
+
+    /// Records where the chunks of `packs` are, unless known already (the fold's first location).
+    func savePackedChunks(_ packs: [PackRecord], _ db: Database) throws {
+        let statement = try db.cachedStatement(
+            sql: "INSERT OR IGNORE INTO packed_chunk (hash, pack, offset, size) VALUES (?, ?, ?, ?)")
+        for pack in packs {
+            let id = Data(pack.id.bytes)
+            for chunk in pack.chunks {
+                try statement.execute(arguments: [Data(chunk.hash.bytes), id, Int64(chunk.offset), Int64(chunk.size)])
+            }
+        }
     }
 
     func saveItems(_ ids: some Sequence<ItemID>, of tree: Tree, _ db: Database) throws {

@@ -30,7 +30,7 @@ struct JournalEncodingTests {
         try await a.push()
         let first = try await entry(2)
         #expect(isJSON(first))
-        #expect(try JournalCoding.decode(first).format == 5)
+        #expect(try JournalCoding.decode(first).format == Commit.formatVersion)
         try await a.writeFile("two", Data("2".utf8))
         try await a.push()
         #expect(!isJSON(try await entry(3)))

@@ -1,0 +1,61 @@
+import BlobStore
+import ContainerFormat
+import Foundation
+import Testing
+
+@testable import Replica
+
+struct PackedChunksTests {
+    @Test("where packed chunks are, as journal entries said, is kept in the state database across a restart")
+    func locationsSurviveARestart() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        var a = try await devices.open("a")
+        try await a.writeFile("one", Data("1".utf8))
+        try await a.push()
+        try await a.writeFile("two", Data("2".utf8))
+        try await a.push()  // the journal now holds a format-5 entry: protobuf from here on
+        let pack = Pack([(ChunkHash(of: Data("x".utf8)), Data("x".utf8)), (ChunkHash(of: Data("yy".utf8)), Data("yy".utf8))])
+        var commit = Commit(commitID: "p", device: "d", deviceID: "d", time: .zero, ops: [])
+        commit.packs = [PackRecord(id: pack.id, chunks: pack.chunks)]
+        let key = try BlobKey("\(devices.container)/journal/" + String(format: "%020d", a.head + 1))
+        try await devices.store.putIfAbsent(key, data: JournalCoding.encode(commit, as: .binary))
+        try await a.pull()
+        let expected = Dictionary(uniqueKeysWithValues: pack.chunks.map {
+            ($0.hash, PackedLocation(pack: pack.id, offset: $0.offset, size: $0.size))
+        })
+        func holdsExpected() -> Bool {
+            let known = a.state.withLock { $0.device.synced.packedChunks }
+            return expected.allSatisfy { known[$0.key] == $0.value }
+        }
+        #expect(holdsExpected())
+        await a.stop()
+        a = try await devices.open("a")
+        #expect(holdsExpected())
+        await a.stop()
+    }
+
+    @Test("small files go up in packs once the journal takes protobuf entries: a few objects, read back whole by another device")
+    func smallFilesTravelInPacks() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        try await a.writeFile("first", Data("the journal's first entry is JSON".utf8))
+        try await a.push()
+        var written: [String: Data] = [:]
+        for index in 0..<200 {
+            let data = Data((0..<(100 + index * 13)).map { UInt8(truncatingIfNeeded: $0 * 31 + index) })
+            written["f\(index)"] = data
+            try await a.writeFile("f\(index)", data)
+        }
+        try await a.push()
+        let store = devices.folder.sub("store/\(devices.container)")
+        let packs = (try? FileManager.default.subpathsOfDirectory(atPath: store + "/packs"))?.filter { $0.count > 3 } ?? []
+        #expect(!packs.isEmpty && packs.count <= 4)
+        #expect(devices.chunkFiles().count == 1)  // only the first file's chunk is an object
+        let b = try await devices.open("b")
+        for (name, data) in written { #expect(try await b.readFile(name) == data) }
+        await a.stop()
+        await b.stop()
+    }
+}
