@@ -509,6 +509,15 @@ def libfuse_version(binary):
     return None
 
 
+def store_objects(target):
+    """How many objects (files) the target's directory store or remote holds; None for
+    targets without one, or on S3."""
+    folder = getattr(target, "location", None) if target.name == "icloudfs" else getattr(target, "remote", None)
+    if target.store != "directory" or not isinstance(folder, Path):
+        return None
+    return sum(len(files) for _, _, files in os.walk(folder))
+
+
 class Rclone:
     """`rclone mount --vfs-cache-mode full` of a local-directory remote (store "directory") or
     of PREFIX in the S3 server's bucket (store "s3", with s3=S3Server and prefix)."""
@@ -990,11 +999,16 @@ class Bench:
             if wants("W3") or wants("W4"):
                 for rep in range(self.reps):
                     folder = root / f"w3-{rep}"
+                    objects = store_objects(target)
                     self.write_then_settle(
                         target, "W3", rep, "files/s",
                         lambda: float(run([sys.executable, "-c", CREATOR, folder, self.sizes["W3_files"]],
                                           capture=True).stdout),
                         lambda seconds: self.sizes["W3_files"] / seconds)
+                    if objects is not None and rep == 0:
+                        per_file = (store_objects(target) - objects) / self.sizes["W3_files"]
+                        self.extra(self.key("W3", target), f"{target.name}_store_objects_per_file", round(per_file, 3))
+                        log(f"  {target.name} W3: {per_file:.3f} new store objects per file")
 
             if wants("W4"):
                 folder = root / "w3-0"

@@ -14,6 +14,7 @@ public struct StoreUsage: Codable, Hashable, Sendable {
     public var journalBytes: UInt64 = 0
     public var journalEntries = 0
     public var chunks = 0
+    public var packs = 0
 
     public init() {}
 
@@ -31,6 +32,13 @@ public struct CollectionResult: Codable, Sendable {
     public var deletedBytes: UInt64 = 0
     /// Candidates kept because a device named or rewrote them meanwhile.
     public var keptChunks = 0
+    public var candidatePacks = 0
+    public var candidatePackBytes: UInt64 = 0
+    public var deletedPacks = 0
+    public var deletedPackBytes: UInt64 = 0
+    /// Packs whose used chunks were moved into new packs (they are candidates from then on).
+    public var repackedPacks = 0
+    public var repackedBytes: UInt64 = 0
     public var deletedEntries = 0
     public var deletedSnapshots = 0
     /// The record written (nil: dry run).
@@ -81,7 +89,7 @@ public struct Collector: Sendable {
 
     /// The store's usage as `tree` names its chunks.
     public func usage(of tree: Tree) async throws -> StoreUsage {
-        try await measure(tree, chunks: try await container.listChunks())
+        try await measure(tree, chunks: try await container.listChunks(), packs: try await container.listPacks())
     }
 
     /// `start`: a tree of the container (at any head) to catch up from, instead of the
@@ -106,15 +114,28 @@ public struct Collector: Sendable {
             tree = dryRun ? trial : try await append(expire, to: tree)
         }
 
-        // 2. Candidates: chunks nothing names, written before the grace.
+        // 2. Packs mostly dead: their used chunks move to new packs, so that they hold
+        // nothing used and go with the candidates.
+        var packs = try await container.listPacks()
+        if !dryRun {
+            tree = try await repack(packs, of: tree, writtenBefore: Timestamp.now().adding(seconds: -policy.grace).date, into: &result)
+            if result.repackedPacks > 0 { packs = try await container.listPacks() }
+        }
+
+        // 3. Candidates: chunks nothing names and packs where no chunk named is, written
+        // before the grace.
         let chunks = try await container.listChunks()
-        result.before = try await measure(tree, chunks: chunks)
+        result.before = try await measure(tree, chunks: chunks, packs: packs)
         let use = ChunkUse(of: tree)
         let started = Timestamp.now()
         let writtenBefore = started.adding(seconds: -policy.grace).date
         let candidates = chunks.filter { !use.contains($0.hash) && $0.modified < writtenBefore }
         result.candidateChunks = candidates.count
         result.candidateBytes = candidates.reduce(0) { $0 + $1.size }
+        let usedPacks = PackUse(of: tree, use: use)
+        let candidatePacks = packs.filter { usedPacks.bytes[$0.id] == nil && $0.modified < writtenBefore }
+        result.candidatePacks = candidatePacks.count
+        result.candidatePackBytes = candidatePacks.reduce(0) { $0 + $1.size }
         if dryRun {
             let (entries, snapshots) = try await compactable(tree, policy: policy)
             result.deletedEntries = entries.count
@@ -122,21 +143,24 @@ public struct Collector: Sendable {
             return result
         }
 
-        // 3. The record, then the grace: a device about to name a candidate sees it first.
+        // 4. The record, then the grace: a device about to name a candidate sees it first.
         var record = CollectionRecord(
             number: 0, device: device, started: started, grace: policy.grace, head: tree.head,
-            candidates: candidates.map(\.hash), journalFrom: records.map(\.journalFrom).max() ?? 0)
+            candidates: candidates.map(\.hash), candidatePacks: candidatePacks.map(\.id),
+            journalFrom: records.map(\.journalFrom).max() ?? 0)
         try await container.addCollectionRecord(&record, after: records.last?.number ?? 0)
         result.record = record.number
-        if !candidates.isEmpty {
+        if !candidates.isEmpty || !candidatePacks.isEmpty {
             try await wait(until: record.sweepAfter)
             tree = try await catchUp(tree)
-            try await sweep(candidates, of: &record, named: ChunkUse(of: tree), into: &result)
+            let use = ChunkUse(of: tree)
+            try await sweep(candidates, of: &record, named: use, into: &result)
+            try await sweep(candidatePacks, of: &record, used: PackUse(of: tree, use: use), into: &result)
         }
         record.swept = .now()
         try await container.updateCollectionRecord(record)
 
-        // 4. Compaction behind a snapshot of the tree now.
+        // 5. Compaction behind a snapshot of the tree now.
         try await compact(tree, policy: policy, record: &record, into: &result)
         try await forgetOldRecords(records, keeping: record)
         return result
@@ -207,6 +231,74 @@ public struct Collector: Sendable {
         record.deletedBytes = result.deletedBytes
     }
 
+    /// Deletes the candidate packs where no chunk named is located now and that nobody wrote
+    /// again since the record, until the record's deadline.
+    private func sweep(
+        _ candidates: [(id: ChunkHash, size: UInt64, modified: Date)], of record: inout CollectionRecord,
+        used: PackUse, into result: inout CollectionResult
+    ) async throws {
+        let started = record.started.date
+        let due = candidates.filter { used.bytes[$0.id] == nil }
+        guard !due.isEmpty else { return }
+        progress("deleting \(due.count) pack(s)")
+        for pack in due {
+            guard let written = try await container.packWritten(pack.id), written < started,
+                Timestamp.now() < record.deadline
+            else { continue }
+            try await container.deletePack(pack.id)
+            result.deletedPacks += 1
+            result.deletedPackBytes += pack.size
+        }
+        record.deletedChunks += result.deletedPacks
+        record.deletedBytes += result.deletedPackBytes
+    }
+
+    /// Packs written before the grace whose used chunks fill less than `repackShare` of
+    /// them: those chunks go into new packs (of up to `Pack.largest` bytes), named by one
+    /// entry without operations, which moves their locations there. The tree after it.
+    private func repack(
+        _ packs: [(id: ChunkHash, size: UInt64, modified: Date)], of tree: Tree, writtenBefore: Date,
+        into result: inout CollectionResult
+    ) async throws -> Tree {
+        let used = PackUse(of: tree, use: ChunkUse(of: tree))
+        let sparse = packs.filter { pack in
+            guard let bytes = used.bytes[pack.id], pack.modified < writtenBefore else { return false }
+            return Double(bytes) < Self.repackShare * Double(pack.size)
+        }
+        guard !sparse.isEmpty else { return tree }
+        progress("repacking \(sparse.count) pack(s) mostly of deleted chunks")
+        var written: [PackRecord] = []
+        var pieces: [(hash: ChunkHash, data: Data)] = []
+        var piecesBytes = 0
+        func flush() async throws {
+            guard !pieces.isEmpty else { return }
+            let pack = Pack(pieces)
+            try await container.writePack(pack)
+            written.append(PackRecord(id: pack.id, chunks: pack.chunks))
+            pieces = []
+            piecesBytes = 0
+        }
+        for pack in sparse {
+            let (bytes, chunks) = try await container.readPack(pack.id)
+            let keep = Set(used.chunks[pack.id] ?? [])
+            for chunk in chunks where keep.contains(chunk.hash) {
+                let start = bytes.startIndex + Int(chunk.offset)
+                pieces.append((chunk.hash, bytes[start..<start + Int(chunk.size)]))
+                piecesBytes += Int(chunk.size)
+                if piecesBytes >= Pack.largest { try await flush() }
+            }
+            result.repackedPacks += 1
+            result.repackedBytes += pack.size
+        }
+        try await flush()
+        var commit = Commit(commitID: RandomID.make(), device: device, deviceID: deviceID, time: .now(), ops: [])
+        commit.packs = written
+        return try await append(commit, to: tree)
+    }
+
+    /// A pack whose used chunks fill less than this share of it is repacked.
+    public static let repackShare = 0.5
+
     /// Journal entries and snapshots a compaction behind `tree` deletes: entries below the
     /// first one written within the grace (and below the tree's head, where the snapshot
     /// goes), and snapshots below that.
@@ -252,9 +344,36 @@ public struct Collector: Sendable {
         }
     }
 
-    private func measure(_ tree: Tree, chunks: [(hash: ChunkHash, size: UInt64, modified: Date)]) async throws -> StoreUsage {
+    private func measure(
+        _ tree: Tree, chunks: [(hash: ChunkHash, size: UInt64, modified: Date)],
+        packs: [(id: ChunkHash, size: UInt64, modified: Date)]
+    ) async throws -> StoreUsage {
         let use = ChunkUse(of: tree)
         var usage = StoreUsage()
+        // A pack's chunks named count as live or history, those named by nothing (and a
+        // pack holding nothing named) as collectable; its index counts with its chunks.
+        let stored = Set(packs.map(\.id))
+        var located: [ChunkHash: (used: UInt64, dead: UInt64)] = [:]
+        for (hash, location) in tree.packedChunks where stored.contains(location.pack) {
+            let size = UInt64(location.size)
+            if use.live.contains(hash) {
+                usage.liveBytes += size
+            } else if use.history.contains(hash) {
+                usage.historyBytes += size
+            }
+            located[location.pack, default: (0, 0)].used += use.contains(hash) ? size : 0
+            located[location.pack, default: (0, 0)].dead += use.contains(hash) ? 0 : size
+        }
+        for pack in packs {
+            let sizes = located[pack.id] ?? (0, 0)
+            if sizes.used == 0 {
+                usage.collectableBytes += pack.size
+            } else {
+                usage.collectableBytes += sizes.dead
+                usage.liveBytes += pack.size - min(pack.size, sizes.used + sizes.dead)
+            }
+        }
+        usage.packs = packs.count
         for chunk in chunks {
             if use.live.contains(chunk.hash) {
                 usage.liveBytes += chunk.size
@@ -269,6 +388,20 @@ public struct Collector: Sendable {
         usage.journalEntries = journal.count
         usage.journalBytes = journal.reduce(0) { $0 + $1.size } + (try await container.listSnapshots()).reduce(0) { $0 + $1.size }
         return usage
+    }
+}
+
+/// What each pack holds that the tree uses: the chunks named (live or history) whose
+/// location is that pack.
+struct PackUse {
+    var bytes: [ChunkHash: UInt64] = [:]
+    var chunks: [ChunkHash: [ChunkHash]] = [:]
+
+    init(of tree: Tree, use: ChunkUse) {
+        for (hash, location) in tree.packedChunks where use.contains(hash) {
+            bytes[location.pack, default: 0] += UInt64(location.size)
+            chunks[location.pack, default: []].append(hash)
+        }
     }
 }
 

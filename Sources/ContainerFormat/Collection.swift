@@ -24,6 +24,9 @@ public struct CollectionRecord: Codable, Hashable, Sendable {
     /// Chunks no item, version or deleted item named at `head`, written before
     /// `started - grace`.
     public var candidates: [ChunkHash]
+    /// Packs in which no chunk located there is named at `head` (a chunk's location is
+    /// the last pack an entry put it in), written before `started - grace`.
+    public var candidatePacks: [ChunkHash]
     /// When the sweep ended (nil: not yet).
     public var swept: Timestamp?
     public var deletedChunks: Int
@@ -32,7 +35,10 @@ public struct CollectionRecord: Codable, Hashable, Sendable {
     /// the highest of any record is the container's journal floor.
     public var journalFrom: UInt64
 
-    public init(number: UInt64, device: String, started: Timestamp, grace: Int64, head: UInt64, candidates: [ChunkHash], journalFrom: UInt64) {
+    public init(
+        number: UInt64, device: String, started: Timestamp, grace: Int64, head: UInt64, candidates: [ChunkHash],
+        candidatePacks: [ChunkHash] = [], journalFrom: UInt64
+    ) {
         format = Self.formatVersion
         self.number = number
         self.device = device
@@ -41,6 +47,7 @@ public struct CollectionRecord: Codable, Hashable, Sendable {
         deadline = sweepAfter.adding(seconds: max(grace, Self.shortestSweep))
         self.head = head
         self.candidates = candidates
+        self.candidatePacks = candidatePacks
         swept = nil
         deletedChunks = 0
         deletedBytes = 0
@@ -51,8 +58,8 @@ public struct CollectionRecord: Codable, Hashable, Sendable {
     public func mayDelete(at now: Timestamp) -> Bool { swept == nil && now < deadline }
 
     enum CodingKeys: String, CodingKey {
-        case format, number, device, started, sweepAfter, deadline, head, candidates, swept, deletedChunks,
-            deletedBytes, journalFrom
+        case format, number, device, started, sweepAfter, deadline, head, candidates, candidatePacks, swept,
+            deletedChunks, deletedBytes, journalFrom
     }
 
     public init(from decoder: any Decoder) throws {
@@ -67,12 +74,17 @@ public struct CollectionRecord: Codable, Hashable, Sendable {
         sweepAfter = try container.decode(Timestamp.self, forKey: .sweepAfter)
         deadline = try container.decode(Timestamp.self, forKey: .deadline)
         head = try container.decode(UInt64.self, forKey: .head)
-        candidates = try container.decode([String].self, forKey: .candidates).map { hex in
-            guard let hash = ChunkHash(hex: hex) else {
-                throw DecodingError.dataCorruptedError(forKey: .candidates, in: container, debugDescription: "not a chunk hash")
+        func hashes(_ key: CodingKeys) throws -> [ChunkHash] {
+            try (container.decodeIfPresent([String].self, forKey: key) ?? []).map { hex in
+                guard let hash = ChunkHash(hex: hex) else {
+                    throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "not a hash")
+                }
+                return hash
             }
-            return hash
         }
+        candidates = try hashes(.candidates)
+        // Absent in records written before packs.
+        candidatePacks = try hashes(.candidatePacks)
         swept = try container.decodeIfPresent(Timestamp.self, forKey: .swept)
         deletedChunks = try container.decode(Int.self, forKey: .deletedChunks)
         deletedBytes = try container.decode(UInt64.self, forKey: .deletedBytes)
@@ -89,6 +101,7 @@ public struct CollectionRecord: Codable, Hashable, Sendable {
         try container.encode(deadline, forKey: .deadline)
         try container.encode(head, forKey: .head)
         try container.encode(candidates.map(\.hex), forKey: .candidates)
+        if !candidatePacks.isEmpty { try container.encode(candidatePacks.map(\.hex), forKey: .candidatePacks) }
         try container.encodeIfPresent(swept, forKey: .swept)
         try container.encode(deletedChunks, forKey: .deletedChunks)
         try container.encode(deletedBytes, forKey: .deletedBytes)
@@ -212,6 +225,35 @@ extension ContainerStore {
     /// whose candidates name it then keeps it).
     public func rewriteChunk(_ hash: ChunkHash, data: Data) async throws {
         try await store.put(chunkKey(hash), data: data)
+    }
+
+    /// Every pack in the store, with its size and when it was written.
+    public func listPacks() async throws -> [(id: ChunkHash, size: UInt64, modified: Date)] {
+        try await store.listAll(prefix: "\(container)/packs/").compactMap { object in
+            guard let name = object.key.rawValue.split(separator: "/").last, let id = ChunkHash(hex: String(name)),
+                object.key == packKey(id)
+            else { return nil }
+            return (id, object.size, object.modified)
+        }
+    }
+
+    /// When the pack was last written, or nil when it is not in the store.
+    public func packWritten(_ id: ChunkHash) async throws -> Date? {
+        try await store.list(prefix: packKey(id).rawValue, after: nil, limit: 1).first { $0.key == packKey(id) }?.modified
+    }
+
+    public func deletePack(_ id: ChunkHash) async throws {
+        try await store.delete(packKey(id))
+    }
+
+    /// A whole pack's bytes and chunks, its index checked (a repack reads the chunks it keeps).
+    public func readPack(_ id: ChunkHash) async throws -> (bytes: Data, chunks: [PackedChunk]) {
+        let bytes = try await store.get(packKey(id))
+        let chunks = try await BlockingIO.run {
+            guard ChunkHash(of: bytes) == id else { throw FormatError.corruptChunk(hash: id.hex) }
+            return try Pack.index(of: bytes)
+        }
+        return (bytes, chunks)
     }
 
     /// The journal entries and snapshots in the store, with sizes and times.

@@ -166,6 +166,12 @@ public struct ContainerStore: Sendable {
         }
     }
 
+    /// Stores a pack even if it is there, so that its time is now (a collection that chose
+    /// it then keeps it).
+    public func rewritePack(_ pack: Pack) async throws {
+        try await store.put(packKey(pack.id), data: pack.bytes)
+    }
+
     /// One chunk of a pack, by a ranged read, checked against its hash and size.
     public func readChunk(_ chunk: PackedChunk, inPack pack: ChunkHash) async throws -> Data {
         let data = try await store.get(packKey(pack), range: chunk.range)

@@ -48,6 +48,8 @@ public struct PackedLocation: Hashable, Sendable {
 /// one again after a crash writes the same object.
 public struct Pack: Sendable {
     public static let formatVersion: UInt32 = 1
+    /// A pack holds at most about this many bytes of chunks (one more chunk may pass it).
+    public static let largest = 16 << 20
     static let magic = Data("ICPK".utf8)
     static let footerSize = 8
 

@@ -29,7 +29,7 @@ public enum SnapshotCoding {
                 journalFormat: Int(outline.journalFormat))
             // A record that does not add up locates nothing (its chunks read as missing).
             for pack in outline.packs.compactMap({ try? PackRecord($0) }) {
-                for chunk in pack.chunks where snapshot.packedChunks[chunk.hash] == nil {
+                for chunk in pack.chunks {
                     snapshot.packedChunks[chunk.hash] = PackedLocation(pack: pack.id, offset: chunk.offset, size: chunk.size)
                 }
             }

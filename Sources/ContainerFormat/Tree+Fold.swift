@@ -53,8 +53,10 @@ extension Tree {
                 fold.reject("a retention policy of negative length")
             }
         }
+        // The last location wins: a repack or a device storing a chunk again moves it, and
+        // the pack it left may then be collected.
         for pack in commit.packs {
-            for chunk in pack.chunks where packedChunks[chunk.hash] == nil {
+            for chunk in pack.chunks {
                 packedChunks[chunk.hash] = PackedLocation(pack: pack.id, offset: chunk.offset, size: chunk.size)
             }
         }

@@ -43,10 +43,15 @@ struct CollectCommand: AsyncParsableCommand {
             print("\(dryRun ? "would expire" : "expired") past versions or deleted items of \(result.expiredItems) item(s)")
         }
         let bytes = ProgressLine.bytes
+        if result.repackedPacks > 0 {
+            print("repacked \(result.repackedPacks) pack(s) (\(bytes(result.repackedBytes))) mostly of deleted chunks")
+        }
         if dryRun {
-            print("would delete \(result.candidateChunks) chunk(s) (\(bytes(result.candidateBytes))), \(result.deletedEntries) journal entries, \(result.deletedSnapshots) snapshot(s)")
+            let packs = result.candidatePacks > 0 ? " and \(result.candidatePacks) pack(s) (\(bytes(result.candidatePackBytes)))" : ""
+            print("would delete \(result.candidateChunks) chunk(s) (\(bytes(result.candidateBytes)))\(packs), \(result.deletedEntries) journal entries, \(result.deletedSnapshots) snapshot(s)")
         } else {
-            print("deleted \(result.deletedChunks) chunk(s) (\(bytes(result.deletedBytes))), \(result.deletedEntries) journal entries, \(result.deletedSnapshots) snapshot(s)"
+            let packs = result.deletedPacks > 0 ? " and \(result.deletedPacks) pack(s) (\(bytes(result.deletedPackBytes)))" : ""
+            print("deleted \(result.deletedChunks) chunk(s) (\(bytes(result.deletedBytes)))\(packs), \(result.deletedEntries) journal entries, \(result.deletedSnapshots) snapshot(s)"
                 + (result.keptChunks > 0 ? "; kept \(result.keptChunks) chunk(s) a device named meanwhile" : ""))
         }
     }

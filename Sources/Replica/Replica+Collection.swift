@@ -20,6 +20,8 @@ struct CollectionWatch {
     /// Candidates of every record seen whose presence this device has not checked since
     /// that record's sweep ended: a commit naming one checks first.
     var unverified: Set<ChunkHash> = []
+    /// The same for candidate packs: a commit naming a chunk located in one checks first.
+    var unverifiedPacks: Set<ChunkHash> = []
     var highestSeen: UInt64 = 0
     /// Journal entries below it may be gone from the store.
     var floor: UInt64 = 0
@@ -93,7 +95,7 @@ extension Replica {
                 if due {
                     logger.info("collecting the container (no collection for a day)")
                     let result = try await collect(dryRun: false) { [logger] in logger.info("collection: \($0)") }
-                    logger.info("collection done: deleted \(result.deletedChunks) chunk(s), \(result.deletedBytes) bytes, \(result.deletedEntries) journal entries")
+                    logger.info("collection done: deleted \(result.deletedChunks) chunk(s), \(result.deletedBytes) bytes, \(result.deletedPacks) pack(s), repacked \(result.repackedPacks), \(result.deletedEntries) journal entries")
                 }
             } catch is CancellationError {
                 return
@@ -133,6 +135,7 @@ extension Replica {
                 if record.number > highest || state.collections.active[record.number] != nil {
                     state.storedChunks.subtract(record.candidates)
                     state.collections.unverified.formUnion(record.candidates)
+                    state.collections.unverifiedPacks.formUnion(record.candidatePacks)
                 }
                 state.collections.active[record.number] = record.mayDelete(at: now) ? record : nil
                 state.collections.floor = max(state.collections.floor, record.journalFrom)
@@ -146,17 +149,32 @@ extension Replica {
     /// collection that chose them before the commit was in the journal. A candidate of a
     /// sweep not yet begun is written again (its time then protects it); one of a sweep
     /// under way is waited for; one of a sweep ended is checked, and uploaded again if gone.
-    func protectFromCollection(_ chunks: Set<ChunkHash>, of ops: [ItemOperation]) async throws {
-        guard !chunks.isEmpty else { return }
+    /// A chunk located in a candidate pack (where this batch's `packs` or the journal put
+    /// it) is packed again instead, unless the pack outlived its sweep: the packs returned
+    /// go in the commit after `packs`, and the chunk's location moves there.
+    func protectFromCollection(
+        _ chunks: Set<ChunkHash>, of ops: [ItemOperation], packs: [PackRecord] = []
+    ) async throws -> [PackRecord] {
+        guard !chunks.isEmpty else { return [] }
         let grace = collectionGrace
         while true {
             let listedAt = state.withLock { $0.collections.listedAt }
             if listedAt.map({ ContinuousClock.now - $0 > .seconds(grace / 4) }) ?? true {
                 try await refreshCollections()
             }
-            let (active, unverified) = state.withLock { ($0.collections.active, $0.collections.unverified) }
+            let (active, unverified, unverifiedPacks) = state.withLock {
+                ($0.collections.active, $0.collections.unverified, $0.collections.unverifiedPacks)
+            }
             let hits = chunks.intersection(unverified)
-            if hits.isEmpty { return }
+            let packed = unverifiedPacks.isEmpty ? [:] : packLocations(of: chunks, in: packs, among: unverifiedPacks)
+            if hits.isEmpty && packed.isEmpty { return [] }
+            guard let repacked = try await protectPacked(packed, of: ops, active: active) else {
+                logger.info("a collection is deleting a pack this device is about to name; waiting for it to end")
+                try await Task.sleep(for: .seconds(max(1, min(5, grace / 8))))
+                state.withLock { $0.collections.listedAt = nil }
+                continue
+            }
+            if hits.isEmpty { return repacked }
             let now = Timestamp.now()
             var waiting = false
             var rewritten = Set<ChunkHash>()
@@ -187,8 +205,59 @@ extension Replica {
                 state.collections.unverified.subtract(hits.subtracting(rewritten))
                 state.storedChunks.formUnion(hits)
             }
-            return
+            return repacked
         }
+    }
+
+    /// The chunks of `chunks` whose location is one of `candidates`, by pack: where this
+    /// batch's packs put them, else where the journal did.
+    private func packLocations(
+        of chunks: Set<ChunkHash>, in packs: [PackRecord], among candidates: Set<ChunkHash>
+    ) -> [ChunkHash: [ChunkHash]] {
+        var location: [ChunkHash: ChunkHash] = [:]
+        for pack in packs {
+            for chunk in pack.chunks where chunks.contains(chunk.hash) { location[chunk.hash] = pack.id }
+        }
+        let known = state.withLock { $0.device.synced.packedChunks }
+        var found: [ChunkHash: [ChunkHash]] = [:]
+        for hash in chunks {
+            guard let pack = location[hash] ?? known[hash]?.pack, candidates.contains(pack) else { continue }
+            found[pack, default: []].append(hash)
+        }
+        return found
+    }
+
+    /// Chunks located in candidate packs (`packed`, by pack): packed again when the pack's
+    /// sweep has not begun or the pack is gone; nil while a sweep that may delete one runs.
+    private func protectPacked(
+        _ packed: [ChunkHash: [ChunkHash]], of ops: [ItemOperation], active: [UInt64: CollectionRecord]
+    ) async throws -> [PackRecord]? {
+        guard !packed.isEmpty else { return [] }
+        let now = Timestamp.now()
+        let grace = collectionGrace
+        var due: [ChunkHash] = []
+        var present: Set<ChunkHash> = []
+        for (pack, hashes) in packed {
+            let records = active.values.filter { $0.mayDelete(at: now) && $0.candidatePacks.contains(pack) }
+            if records.contains(where: { now >= $0.sweepAfter.adding(seconds: -grace / 4) }) { return nil }
+            if records.isEmpty, try await container.packWritten(pack) != nil {
+                present.insert(pack)  // it outlived every sweep that chose it
+            } else {
+                due += hashes
+            }
+        }
+        var records: [PackRecord] = []
+        if !due.isEmpty {
+            logger.notice("\(due.count) chunk(s) this device names are in packs a collection chose; packing them again")
+            var pieces: [(hash: ChunkHash, data: Data)] = []
+            for hash in due.sorted() { pieces.append((hash, try await bytes(of: hash, in: ops, orStore: true))) }
+            // Written even if a pack of these bytes exists: its time now keeps it from a sweep.
+            let pack = Pack(pieces)
+            try await container.rewritePack(pack)
+            records.append(PackRecord(id: pack.id, chunks: pack.chunks))
+        }
+        state.withLock { $0.collections.unverifiedPacks.subtract(present) }
+        return records
     }
 
     /// A chunk's bytes from this device: staged, in a content file where `ops` place it, or
@@ -239,7 +308,7 @@ extension Replica {
             let rewritten = device.rebase(on: tree)
             try database.write { db in
                 try database.saveItems(ids, of: tree, db)
-                try database.savePackedChunks(PackRecord.grouping(tree.packedChunks), db)
+                try database.savePackedChunks(PackRecord.grouping(tree.packedChunks), replacingAll: true, db)
                 try database.deletePending(rewritten.map(\.localID), db)
                 for change in rewritten { try database.insertPending(change, db) }
             }

@@ -446,11 +446,11 @@ extension Replica {
         // journal is JSON).
         let packing = state.withLock { $0.device.synced.nextEntryEncoding == .binary }
         let packs = metadataFirst ? [] : try await upload(chunks, packing: packing)
-        try await protectFromCollection(Set(ops.flatMap(\.chunkHashes)), of: ops)
+        let repacked = try await protectFromCollection(Set(ops.flatMap(\.chunkHashes)), of: ops, packs: packs)
         try await appendAtNextFreeNumber { state, seq in
             guard state.inFlight == batch else { return nil }  // landed while catching up
             var commit = state.device.commit(for: batch, device: configuration.deviceName, deviceID: deviceID, seq: seq)
-            commit.packs = packs
+            commit.packs = packs + repacked
             if metadataFirst {
                 commit.ops = commit.ops.map { op in
                     op.chunks.contains { unstored.contains($0.hash) } ? op.markingContentPending() : op
@@ -463,8 +463,6 @@ extension Replica {
 
     /// Chunks below this size go up in packs (`packing`): a small file is one chunk.
     static let packedChunkLimit: UInt32 = 1 << 20
-    /// A pack holds at most this many bytes of chunks.
-    static let packBytes = 16 << 20
 
     /// Missing chunks first: a commit never names a chunk the store lacks. Chunks go in
     /// groups (one store flush each), small groups under an upload limit so it is kept.
@@ -476,15 +474,14 @@ extension Replica {
             seen.insert(chunk.hash).inserted
                 && !state.withLock { $0.storedChunks.contains(chunk.hash) || $0.device.synced.packedChunks[chunk.hash] != nil }
         }
+        var pacer = UploadPacer(limit: configuration.uploadLimit)
         var packs: [PackRecord] = []
         if packing {
             let small = due.filter { $0.size < Replica.packedChunkLimit && !chunker.isZeroRunChunk($0) }
             due.removeAll { $0.size < Replica.packedChunkLimit && !chunker.isZeroRunChunk($0) }
-            packs = try await uploadInPacks(small)
+            packs = try await uploadInPacks(small, pacer: &pacer)
         }
         let groupBytes = configuration.uploadLimit.map { max(1 << 20, Int($0 / 4)) } ?? (32 << 20)
-        let start = ContinuousClock.now
-        var sent: UInt64 = 0
         var next = due.startIndex
         while next < due.endIndex {
             var group: [(hash: ChunkHash, data: Data)] = []
@@ -510,17 +507,28 @@ extension Replica {
             state.withLock { state in
                 for chunk in group { state.storedChunks.insert(chunk.hash) }
             }
-            sent += UInt64(bytes)
-            if let limit = configuration.uploadLimit {
-                try await Task.sleep(until: start + .seconds(Double(sent) / Double(limit)), clock: .continuous)
-            }
+            try await pacer.sent(bytes)
         }
         return packs
     }
 
-    /// Small chunks as packs of up to `packBytes`: one object, one inode and one PUT for
+    /// Keeps uploads under `upload_limit`: after each write, waits until the bytes sent so
+    /// far fit the limit since the first.
+    struct UploadPacer {
+        let limit: UInt64?
+        let start = ContinuousClock.now
+        var sent: UInt64 = 0
+
+        mutating func sent(_ bytes: Int) async throws {
+            sent += UInt64(bytes)
+            guard let limit else { return }
+            try await Task.sleep(until: start + .seconds(Double(sent) / Double(limit)), clock: .continuous)
+        }
+    }
+
+    /// Small chunks as packs of up to `Pack.largest` bytes: one object, one inode and one PUT for
     /// many small files. A chunk whose bytes are gone is handled as `upload` does.
-    private func uploadInPacks(_ chunks: [ChunkRef]) async throws -> [PackRecord] {
+    private func uploadInPacks(_ chunks: [ChunkRef], pacer: inout UploadPacer) async throws -> [PackRecord] {
         var records: [PackRecord] = []
         var pieces: [(hash: ChunkHash, data: Data)] = []
         var bytes = 0
@@ -532,6 +540,7 @@ extension Replica {
                 for chunk in pack.chunks { state.storedChunks.insert(chunk.hash) }
             }
             records.append(PackRecord(id: pack.id, chunks: pack.chunks))
+            try await pacer.sent(pack.bytes.count)
             pieces = []
             bytes = 0
         }
@@ -539,7 +548,7 @@ extension Replica {
             if let data = localBytes(of: chunk) {
                 pieces.append((chunk.hash, data))
                 bytes += data.count
-                if bytes >= Replica.packBytes { try await flush() }
+                if bytes >= Pack.largest { try await flush() }
             } else if try await !container.hasChunk(chunk.hash) {
                 guard isCurrentContent(chunk.hash) else {
                     logger.warning("chunk \(chunk.hash) of a superseded version is gone from the cache; not uploaded")

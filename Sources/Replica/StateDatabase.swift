@@ -248,7 +248,7 @@ package final class StateDatabase: Sendable {
             }
         }
         migrator.registerMigration("v10 packed chunks") { db in
-            // Where chunks stored in packs are (`Tree.packedChunks`): the first location an
+            // Where chunks stored in packs are (`Tree.packedChunks`): the last location an
             // entry gave, kept as the fold keeps it.
             try db.execute(
                 sql: "CREATE TABLE packed_chunk (hash BLOB PRIMARY KEY, pack BLOB NOT NULL, offset INTEGER NOT NULL, size INTEGER NOT NULL) WITHOUT ROWID")
@@ -323,10 +323,12 @@ package final class StateDatabase: Sendable {
         return Tree(items: items, head: head, policy: policy, journalFormat: journalFormat, packedChunks: packed)
     }
 
-    /// Records where the chunks of `packs` are, unless known already (the fold's first location).
-    func savePackedChunks(_ packs: [PackRecord], _ db: Database) throws {
+    /// Records where the chunks of `packs` are, in order (the fold's last location wins);
+    /// `replacingAll` forgets every location first (a tree taken from a snapshot).
+    func savePackedChunks(_ packs: [PackRecord], replacingAll: Bool = false, _ db: Database) throws {
+        if replacingAll { try db.execute(sql: "DELETE FROM packed_chunk") }
         let statement = try db.cachedStatement(
-            sql: "INSERT OR IGNORE INTO packed_chunk (hash, pack, offset, size) VALUES (?, ?, ?, ?)")
+            sql: "INSERT OR REPLACE INTO packed_chunk (hash, pack, offset, size) VALUES (?, ?, ?, ?)")
         for pack in packs {
             let id = Data(pack.id.bytes)
             for chunk in pack.chunks {

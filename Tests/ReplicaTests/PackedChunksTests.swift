@@ -58,4 +58,37 @@ struct PackedChunksTests {
         await a.stop()
         await b.stop()
     }
+
+    @Test("a chunk named again from a pack a collection chose is packed again: the pack may go, both files still read")
+    func chunkInACandidatePackIsPackedAgain() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        try await a.writeFile("first", Data("the journal's first entry is JSON".utf8))
+        try await a.push()
+        let data = Data((0..<3000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        try await a.writeFile("old", data)
+        try await a.writeFile("other", Data("other".utf8))
+        try await a.push()
+        let hash = ChunkHash(of: data)
+        let pack = try #require(a.state.withLock { $0.device.synced.packedChunks[hash] }).pack
+        // A collection chose that pack; its sweep is an hour away, as the default grace has it.
+        let container = try ContainerStore(store: devices.store, container: devices.container)
+        var record = CollectionRecord(
+            number: 0, device: "gc", started: .now(), grace: 3600, head: a.head, candidates: [], candidatePacks: [pack],
+            journalFrom: 0)
+        try await container.addCollectionRecord(&record, after: 0)
+        a.state.withLock { $0.collections.listedAt = nil }
+        try await a.writeFile("copy", data)
+        try await a.push()
+        let moved = try #require(a.state.withLock { $0.device.synced.packedChunks[hash] })
+        #expect(moved.pack != pack)
+        // The sweep deletes the pack: a new device reads both files from the new one.
+        try await container.deletePack(pack)
+        let b = try await devices.open("b")
+        #expect(try await b.readFile("copy") == data)
+        #expect(try await b.readFile("old") == data)
+        await a.stop()
+        await b.stop()
+    }
 }

@@ -265,6 +265,42 @@ test_files_written_by_the_shell_arrive_whole() {
     for i in 1 150 300; do assert_eq "$(cat "$T/b/src/f$i.txt")" "file $i"; done
 }
 
+# A small file the kernel writes (passthrough) and closes is queued once, at its release,
+# straight from its content file: nothing is copied aside into staged/ (issue 37: a flush
+# waits for the release after it, instead of queueing a file still open).
+test_small_files_written_by_the_kernel_are_not_copied_aside() {
+    mount_device a
+    mkdir "$T/a/src"
+    cat > "$T/creates.py" <<'PY'
+import ctypes, os, struct, subprocess, sys
+staged, mount, icloudfs = sys.argv[1], sys.argv[2], sys.argv[3]
+libc = ctypes.CDLL(None, use_errno=True)
+watch = libc.inotify_init1(os.O_NONBLOCK)
+assert watch >= 0 and libc.inotify_add_watch(watch, staged.encode(), 0x100) >= 0  # IN_CREATE
+for i in range(200):
+    with open(f"{mount}/src/f{i}", "wb") as f:
+        f.write(os.urandom(3000))
+subprocess.run([icloudfs, "sync", "--wait", "--timeout", "30s", mount], check=True)
+created = 0
+while True:
+    try:
+        events = os.read(watch, 65536)
+    except BlockingIOError:
+        break
+    offset = 0
+    while offset < len(events):
+        length = struct.unpack_from("iIII", events, offset)[3]
+        created += 1
+        offset += 16 + length
+print(created)
+PY
+    local created
+    created=$(python3 "$T/creates.py" "$T/cache-a/staged" "$T/a" "$BIN/icloudfs")
+    echo "measured: $created file(s) created in staged/ for 200 small files"
+    assert_eq "$(kernel_count a write)" 0 "WRITE requests"
+    test "$created" -le 10
+}
+
 # O_TMPFILE (FUSE_TMPFILE): a file with no name, given one by linkat, as systemd and
 # installers make files appear whole. Same answers as on ext4; one never linked leaves nothing.
 test_o_tmpfile_then_linkat_works_as_on_ext4() {
