@@ -949,11 +949,18 @@ class Bench:
                     # the virtual disk takes a third more time per request for a few seconds), and
                     # W12 asks how fast the mount reads a complete copy, not how the disk settles.
                     before = heavy.bytes_read(target.pid)
-                    reads = []
+                    reads, beside = [], []
                     for _ in range(3):
+                        if target.name == "icloudfs" and target.store == "directory":
+                            # The disk's own speed right before (it drifts by a third within a
+                            # run): what the goal compares with.
+                            drop_caches()
+                            beside.append(self.read_file(self.big))
                         drop_caches()
                         reads.append(self.read_file(target.root / name))
                     local = median(reads)
+                    if beside:
+                        self.add(w12, "native_beside", median(beside))
                     self.extras.setdefault(w12, {}).setdefault(f"{target.name}_cold_reads_MBps", []).append(
                         [round(r) for r in reads])
                     if before is not None:
@@ -1571,7 +1578,7 @@ ROWS = [
     ("W2", "W2 warm re-read of the same file", "MB/s", True, "≥ 95% of native", lambda i, n: i >= 0.95 * n),
     # With FUSE passthrough the kernel reads icloudfs's complete local copy itself: the disk's speed.
     ("W12", "W12 re-read of the file once its local copy is complete, page cache dropped", "MB/s", True,
-     "≥ 90% of native", lambda i, n: i >= 0.9 * n),
+     "≥ 90% of native (beside)", lambda i, n: i >= 0.9 * n, ("native_beside",)),
     ("W3", "W3 one process creates 2,000 × 4 KiB files", "files/s", True, "≥ 80% of the FUSE floor",
      lambda i, f: i >= 0.8 * f, ("floor",)),
     ("W3sync", "W3 then until all are in the store (sync --wait)", "s", False, "≤ 1 s", lambda i, n: i <= 1),
@@ -1780,6 +1787,14 @@ def markdown(result):
             "Native beside icloudfs (the same command on the disk itself right before each of "
             "icloudfs's repetitions, what the goal compares with, since this disk's speed drifts within a run): "
             + ", ".join(f"{key} {value} {unit}" for key, value, unit in besides) + ".",
+            "",
+        ]
+    w3_extra = result["workloads"].get("W3", {}).get("extra", {})
+    objects = [(t, w3_extra[f"{t}_store_objects_per_file"]) for t in TARGETS if f"{t}_store_objects_per_file" in w3_extra]
+    if objects:
+        lines += [
+            "New store objects per file in W3 (the directory store or remote, files counted before and after "
+            "the first repetition and its upload): " + ", ".join(f"{t} {n:.3f}" for t, n in objects) + ".",
             "",
         ]
     hp = result.get("passthrough_hp")

@@ -129,8 +129,11 @@ extension Replica {
         let now = Timestamp.now()
         state.withLock { state in
             // Records were forgotten before this device saw them: it cannot know which of
-            // the chunks it believes stored are gone.
-            if highest > 0, let first = numbers.first, first > highest + 1 { state.storedChunks.removeAll() }
+            // the chunks it believes stored, or which packs, are gone.
+            if highest > 0, let first = numbers.first, first > highest + 1 {
+                state.storedChunks.removeAll()
+                state.collections.unverifiedPacks.formUnion(state.device.synced.packedChunks.values.map(\.pack))
+            }
             for record in read {
                 if record.number > highest || state.collections.active[record.number] != nil {
                     state.storedChunks.subtract(record.candidates)
@@ -218,13 +221,15 @@ extension Replica {
         for pack in packs {
             for chunk in pack.chunks where chunks.contains(chunk.hash) { location[chunk.hash] = pack.id }
         }
-        let known = state.withLock { $0.device.synced.packedChunks }
-        var found: [ChunkHash: [ChunkHash]] = [:]
-        for hash in chunks {
-            guard let pack = location[hash] ?? known[hash]?.pack, candidates.contains(pack) else { continue }
-            found[pack, default: []].append(hash)
+        return state.withLock { state in
+            var found: [ChunkHash: [ChunkHash]] = [:]
+            for hash in chunks {
+                guard let pack = location[hash] ?? state.device.synced.packedChunks[hash]?.pack, candidates.contains(pack)
+                else { continue }
+                found[pack, default: []].append(hash)
+            }
+            return found
         }
-        return found
     }
 
     /// Chunks located in candidate packs (`packed`, by pack): packed again when the pack's
