@@ -268,29 +268,23 @@ public struct Collector: Sendable {
         guard !sparse.isEmpty else { return tree }
         progress("repacking \(sparse.count) pack(s) mostly of deleted chunks")
         var written: [PackRecord] = []
-        var pieces: [(hash: ChunkHash, data: Data)] = []
-        var piecesBytes = 0
-        func flush() async throws {
-            guard !pieces.isEmpty else { return }
-            let pack = Pack(pieces)
+        var filler = PackFiller()
+        func store(_ pack: Pack?) async throws {
+            guard let pack else { return }
             try await container.writePack(pack)
             written.append(PackRecord(id: pack.id, chunks: pack.chunks))
-            pieces = []
-            piecesBytes = 0
         }
         for pack in sparse {
             let (bytes, chunks) = try await container.readPack(pack.id)
             let keep = Set(used.chunks[pack.id] ?? [])
             for chunk in chunks where keep.contains(chunk.hash) {
                 let start = bytes.startIndex + Int(chunk.offset)
-                pieces.append((chunk.hash, bytes[start..<start + Int(chunk.size)]))
-                piecesBytes += Int(chunk.size)
-                if piecesBytes >= Pack.largest { try await flush() }
+                try await store(filler.add(chunk.hash, bytes[start..<start + Int(chunk.size)]))
             }
             result.repackedPacks += 1
             result.repackedBytes += pack.size
         }
-        try await flush()
+        try await store(filler.finish())
         var commit = Commit(commitID: RandomID.make(), device: device, deviceID: deviceID, time: .now(), ops: [])
         commit.packs = written
         return try await append(commit, to: tree)

@@ -202,19 +202,30 @@ extension ContainerStore {
 
     /// Every chunk in the store, with its size and when it was written.
     public func listChunks() async throws -> [(hash: ChunkHash, size: UInt64, modified: Date)] {
-        try await store.listAll(prefix: "\(container)/chunks/").compactMap { object in
+        try await listNamedByHash("chunks", key: chunkKey)
+    }
+
+    /// When the chunk was last written, or nil when it is not in the store.
+    public func chunkWritten(_ hash: ChunkHash) async throws -> Date? {
+        try await written(chunkKey(hash))
+    }
+
+    /// The objects of `folder` whose key is `key` of the hash their name spells (others,
+    /// such as temporary files, are left out), with sizes and times.
+    private func listNamedByHash(
+        _ folder: String, key: (ChunkHash) -> BlobKey
+    ) async throws -> [(hash: ChunkHash, size: UInt64, modified: Date)] {
+        try await store.listAll(prefix: "\(container)/\(folder)/").compactMap { object in
             guard let name = object.key.rawValue.split(separator: "/").last, let hash = ChunkHash(hex: String(name)),
-                object.key == chunkKey(hash)
+                object.key == key(hash)
             else { return nil }
             return (hash, object.size, object.modified)
         }
     }
 
-    /// When the chunk was last written, or nil when it is not in the store.
-    public func chunkWritten(_ hash: ChunkHash) async throws -> Date? {
-        try await store.list(prefix: chunkKey(hash).rawValue, after: nil, limit: 1).first {
-            $0.key == chunkKey(hash)
-        }?.modified
+    /// When the object was last written, or nil when it is not in the store.
+    private func written(_ key: BlobKey) async throws -> Date? {
+        try await store.list(prefix: key.rawValue, after: nil, limit: 1).first { $0.key == key }?.modified
     }
 
     public func deleteChunk(_ hash: ChunkHash) async throws {
@@ -229,17 +240,12 @@ extension ContainerStore {
 
     /// Every pack in the store, with its size and when it was written.
     public func listPacks() async throws -> [(id: ChunkHash, size: UInt64, modified: Date)] {
-        try await store.listAll(prefix: "\(container)/packs/").compactMap { object in
-            guard let name = object.key.rawValue.split(separator: "/").last, let id = ChunkHash(hex: String(name)),
-                object.key == packKey(id)
-            else { return nil }
-            return (id, object.size, object.modified)
-        }
+        try await listNamedByHash("packs", key: packKey).map { (id: $0.hash, size: $0.size, modified: $0.modified) }
     }
 
     /// When the pack was last written, or nil when it is not in the store.
     public func packWritten(_ id: ChunkHash) async throws -> Date? {
-        try await store.list(prefix: packKey(id).rawValue, after: nil, limit: 1).first { $0.key == packKey(id) }?.modified
+        try await written(packKey(id))
     }
 
     public func deletePack(_ id: ChunkHash) async throws {

@@ -107,6 +107,30 @@ public struct Pack: Sendable {
     }
 }
 
+/// Gathers chunks into packs of about `Pack.largest` bytes: `add` hands back a pack once
+/// one is full, `finish` the rest.
+public struct PackFiller {
+    private var pieces: [(hash: ChunkHash, data: Data)] = []
+    private var bytes = 0
+
+    public init() {}
+
+    public mutating func add(_ hash: ChunkHash, _ data: Data) -> Pack? {
+        pieces.append((hash, data))
+        bytes += data.count
+        return bytes >= Pack.largest ? finish() : nil
+    }
+
+    public mutating func finish() -> Pack? {
+        guard !pieces.isEmpty else { return nil }
+        defer {
+            pieces = []
+            bytes = 0
+        }
+        return Pack(pieces)
+    }
+}
+
 public enum PackError: Error, Equatable, CustomStringConvertible {
     case notAPack
     case malformed(String)

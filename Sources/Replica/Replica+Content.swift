@@ -644,8 +644,9 @@ extension Replica {
         let start = ContinuousClock.now
         let deadline = start + configuration.pendingContentWait
         var retry = Duration.milliseconds(100)
-        let packed = state.withLock { $0.device.synced.packedChunks[ref.hash] }
         while true {
+            // Looked up on each try: a pull meanwhile may have moved it (a repack).
+            let packed = state.withLock { $0.device.synced.packedChunks[ref.hash] }
             do {
                 return try await container.readChunk(ref, packedAt: packed)
             } catch let error as StoreError {

@@ -530,25 +530,19 @@ extension Replica {
     /// many small files. A chunk whose bytes are gone is handled as `upload` does.
     private func uploadInPacks(_ chunks: [ChunkRef], pacer: inout UploadPacer) async throws -> [PackRecord] {
         var records: [PackRecord] = []
-        var pieces: [(hash: ChunkHash, data: Data)] = []
-        var bytes = 0
-        func flush() async throws {
-            guard !pieces.isEmpty else { return }
-            let pack = Pack(pieces)
+        var filler = PackFiller()
+        func store(_ pack: Pack?) async throws {
+            guard let pack else { return }
             try await container.writePack(pack)
             state.withLock { state in
                 for chunk in pack.chunks { state.storedChunks.insert(chunk.hash) }
             }
             records.append(PackRecord(id: pack.id, chunks: pack.chunks))
             try await pacer.sent(pack.bytes.count)
-            pieces = []
-            bytes = 0
         }
         for chunk in chunks {
             if let data = localBytes(of: chunk) {
-                pieces.append((chunk.hash, data))
-                bytes += data.count
-                if bytes >= Pack.largest { try await flush() }
+                try await store(filler.add(chunk.hash, data))
             } else if try await !container.hasChunk(chunk.hash) {
                 guard isCurrentContent(chunk.hash) else {
                     logger.warning("chunk \(chunk.hash) of a superseded version is gone from the cache; not uploaded")
@@ -557,7 +551,7 @@ extension Replica {
                 try recordLost(chunk.hash)
             }
         }
-        try await flush()
+        try await store(filler.finish())
         return records
     }
 }

@@ -101,4 +101,25 @@ struct PackTests {
         #expect(decoded.tree.packedChunks == tree.packedChunks)
         #expect(SnapshotCoding.encode(Snapshot(of: decoded.tree)) == data)
     }
+
+    @Test("a filler hands back packs of at least Pack.largest bytes (the last one less), every chunk once, in order")
+    func filler() throws {
+        var filler = PackFiller()
+        var packs: [Pack] = []
+        let size = (1 << 20) - 1
+        var hashes: [ChunkHash] = []
+        for index in 0..<40 {
+            let data = Data(repeating: UInt8(index), count: size)
+            hashes.append(ChunkHash(of: data))
+            if let pack = filler.add(hashes.last!, data) { packs.append(pack) }
+        }
+        if let last = filler.finish() { packs.append(last) }
+        #expect(filler.finish() == nil)
+        #expect(packs.flatMap { $0.chunks.map(\.hash) } == hashes)
+        for pack in packs.dropLast() {
+            let bytes = pack.chunks.reduce(0) { $0 + Int($1.size) }
+            #expect(bytes >= Pack.largest && bytes < Pack.largest + size)
+        }
+        #expect(packs.count == 3)
+    }
 }
