@@ -1012,9 +1012,8 @@ class Bench:
                         lambda: float(run([sys.executable, "-c", CREATOR, folder, self.sizes["W3_files"]],
                                           capture=True).stdout),
                         lambda seconds: self.sizes["W3_files"] / seconds)
-                    # The last repetition: the first writes a new container's first journal
-                    # entry, which is JSON and names no packs (docs/FORMAT.md), so its files
-                    # go up as one object each.
+                    # The last repetition: the first also makes the new container (its
+                    # identity and first records), which is not per file.
                     if objects is not None and rep == self.reps - 1:
                         per_file = (store_objects(target) - objects) / self.sizes["W3_files"]
                         self.extra(self.key("W3", target), f"{target.name}_store_objects_per_file", round(per_file, 3))

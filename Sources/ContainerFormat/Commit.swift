@@ -6,7 +6,7 @@ public struct Commit: Hashable, Codable, Sendable {
     /// 3: hard links (items of kind `link`), and names as bytes (`NameBytes`).
     /// 4: retention (`policy`, `expire`).
     /// 5: entries may be protobuf (`JournalCoding`) after the first entry of format 5.
-    /// 6: protobuf entries may name packs (`packs`).
+    /// 6: entries may name packs (`packs`).
     public static let formatVersion = 6
 
     public var format: Int
@@ -26,7 +26,7 @@ public struct Commit: Hashable, Codable, Sendable {
     public var policy: RetentionPolicy?
     /// What the retention period no longer keeps goes (written by the collector).
     public var expire: Expiry?
-    /// Packs holding chunks this entry names (format 6; protobuf entries only).
+    /// Packs holding chunks this entry names (format 6).
     public var packs: [PackRecord] = []
 
     public init(
@@ -54,7 +54,7 @@ public struct Commit: Hashable, Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case format, commitID = "commit", device, deviceID, time, ops, uploaded, policy, expire
+        case format, commitID = "commit", device, deviceID, time, ops, uploaded, policy, expire, packs
     }
 
     public init(from decoder: any Decoder) throws {
@@ -72,6 +72,7 @@ public struct Commit: Hashable, Codable, Sendable {
         uploaded = try container.decodeIfPresent([UInt64].self, forKey: .uploaded) ?? []
         policy = try container.decodeIfPresent(RetentionPolicy.self, forKey: .policy)
         expire = try container.decodeIfPresent(Expiry.self, forKey: .expire)
+        packs = try container.decodeIfPresent([PackRecord].self, forKey: .packs) ?? []
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -85,6 +86,7 @@ public struct Commit: Hashable, Codable, Sendable {
         if !uploaded.isEmpty { try container.encode(uploaded, forKey: .uploaded) }
         try container.encodeIfPresent(policy, forKey: .policy)
         try container.encodeIfPresent(expire, forKey: .expire)
+        if !packs.isEmpty { try container.encode(packs, forKey: .packs) }
     }
 
     /// Not encoded; how many operations of a decoded entry could not be read.

@@ -147,12 +147,7 @@ public struct ChunkRef: Hashable, Codable, Sendable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        let hex = try container.decode(String.self, forKey: .hash)
-        guard let hash = ChunkHash(hex: hex) else {
-            throw DecodingError.dataCorruptedError(
-                forKey: .hash, in: container, debugDescription: "not a SHA-256 hex digest: \(hex)")
-        }
-        self.hash = hash
+        hash = try ChunkHash.decodeHex(container, .hash)
         size = try container.decode(UInt32.self, forKey: .size)
     }
 

@@ -95,6 +95,58 @@ extension PackRecord {
     }
 }
 
+/// The JSON form of a pack record (a JSON entry's `packs`: a new container's first entry):
+/// `{"pack": HEX, "chunks": [{"hash": HEX, "offset": N, "size": N}, ...]}`.
+extension PackRecord: Codable {
+    enum CodingKeys: String, CodingKey {
+        case pack, chunks
+    }
+
+    public init(from decoder: any Swift.Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try ChunkHash.decodeHex(container, .pack)
+        chunks = try container.decode([PackedChunk].self, forKey: .chunks)
+    }
+
+    public func encode(to encoder: any Swift.Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id.hex, forKey: .pack)
+        try container.encode(chunks, forKey: .chunks)
+    }
+}
+
+extension PackedChunk: Codable {
+    enum CodingKeys: String, CodingKey {
+        case hash, offset, size
+    }
+
+    public init(from decoder: any Swift.Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        hash = try ChunkHash.decodeHex(container, .hash)
+        offset = try container.decode(UInt64.self, forKey: .offset)
+        size = try container.decode(UInt32.self, forKey: .size)
+    }
+
+    public func encode(to encoder: any Swift.Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(hash.hex, forKey: .hash)
+        try container.encode(offset, forKey: .offset)
+        try container.encode(size, forKey: .size)
+    }
+}
+
+extension ChunkHash {
+    /// A hash written as hex under `key`; a decoding error if it is not one.
+    static func decodeHex<Key: CodingKey>(_ container: KeyedDecodingContainer<Key>, _ key: Key) throws -> ChunkHash {
+        let hex = try container.decode(String.self, forKey: key)
+        guard let hash = ChunkHash(hex: hex) else {
+            throw DecodingError.dataCorruptedError(
+                forKey: key, in: container, debugDescription: "not a SHA-256 hex digest: \(hex)")
+        }
+        return hash
+    }
+}
+
 extension RetentionMessage {
     init(_ policy: RetentionPolicy) {
         self.init()

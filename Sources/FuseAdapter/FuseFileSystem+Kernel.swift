@@ -46,7 +46,7 @@ extension FuseFileSystem {
     }
 
     public func forget(_ node: UInt64, _ count: UInt64) {
-        inodes.forget(node, count)
+        if inodes.forget(node, count) { passthroughs.forget(node) }
     }
 
     public func serve(_ request: Request, _ operation: FuseKernel.Operation) {

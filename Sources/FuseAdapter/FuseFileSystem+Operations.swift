@@ -440,15 +440,17 @@ extension FuseFileSystem {
             replica.endOutsideWrites(open.file)
             passthroughs.endWriting(open.node)
             // Pages the kernel cached for daemon-served opens before are stale now.
-            kernel.run { [kernel] in kernel.invalidateInodeNow(open.node) }
+            if passthroughs.takeCachedPages(open.node) { kernel.run { [kernel] in kernel.invalidateInodeNow(open.node) } }
         }
         let keptOlderVersion = replica.keepsOlderVersionForOpens(open.file.id)
         passthroughs.release(open.node, open.mode)
-        replica.closeSoon(open.file)
         // The kernel cached pages and the size of the version kept for the opens: the next
         // open must read the current one.
         if keptOlderVersion { kernel.invalidateInodeAndWait(open.node) }
         request.ok()
+        // After the answer (nobody waits for a release): a small written file is queued on
+        // this thread, the next request served by another worker meanwhile.
+        replica.closeSoon(open.file)
     }
 
     func opendir(_ request: Request, _ inode: UInt64) {

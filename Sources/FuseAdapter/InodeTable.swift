@@ -45,7 +45,9 @@ final class InodeTable: Sendable {
         }
     }
 
-    func forget(_ inode: UInt64, _ count: UInt64) {
+    /// Returns whether the kernel no longer knows the inode.
+    @discardableResult
+    func forget(_ inode: UInt64, _ count: UInt64) -> Bool {
         known.withLock { known in
             let index = Int(inode)
             guard index < known.count, known[index].lookups >= count else {
@@ -53,10 +55,11 @@ final class InodeTable: Sendable {
                 if stopsOnOverForget { fatalError(message) }
                 FuseLog.logger.error("\(message)")
                 if index < known.count { known[index] = .none }
-                return
+                return true
             }
             known[index].lookups -= count
             if known[index].lookups == 0 { known[index] = .none }
+            return known[index].lookups == 0
         }
     }
 

@@ -32,6 +32,9 @@ final class PassthroughFiles: Sendable {
         /// Opens answered each way, for `status`.
         var passthroughCount = 0
         var cachedCount = 0
+        /// Nodes the kernel may hold pages of from daemon-served opens: until they are
+        /// dropped (`takeCachedPages`) or the kernel forgets the node, pages and all.
+        var cachedPages: Set<UInt64> = []
     }
 
     private let state = Mutex(State())
@@ -81,6 +84,7 @@ final class PassthroughFiles: Sendable {
             }
             entry.cachedOpens += 1
             state.cachedCount += 1
+            state.cachedPages.insert(node)
             return .cached
         }
     }
@@ -113,6 +117,19 @@ final class PassthroughFiles: Sendable {
     func endWriting(_ node: UInt64) {
         state.withLock { $0.nodes[node]?.outsideWriters -= 1 }
         writers.subtract(1, ordering: .relaxed)
+    }
+
+    /// Whether `node` had daemon-served opens since its pages were last dropped: the kernel
+    /// may still cache their pages, stale once the kernel wrote the file itself. The caller
+    /// drops them. (A file made here and only ever written by the kernel has none: a burst
+    /// of new files costs no invalidation each.)
+    func takeCachedPages(_ node: UInt64) -> Bool {
+        state.withLock { $0.cachedPages.remove(node) != nil }
+    }
+
+    /// The kernel forgot `node`: its pages went with it.
+    func forget(_ node: UInt64) {
+        _ = state.withLock { $0.cachedPages.remove(node) }
     }
 
     /// Whether the kernel is writing `node` itself.

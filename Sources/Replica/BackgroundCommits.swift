@@ -28,8 +28,8 @@ final class BackgroundCommits: Sendable {
     func addCommit(of id: ItemID, after delay: Duration = .zero, _ commit: @escaping @Sendable () -> Void) {
         guard waiting.withLock({ $0.insert(id).inserted }) else { return }
         let job: @Sendable () -> Void = { [self] in
-            // From here on, a new write needs a new commit.
-            _ = waiting.withLock { $0.remove(id) }
+            // From here on, a new write needs a new commit; none if a release took it over.
+            guard waiting.withLock({ $0.remove(id) != nil }) else { return }
             commit()
         }
         guard delay > .zero else { return queue.async(execute: job) }
@@ -40,6 +40,12 @@ final class BackgroundCommits: Sendable {
             job()
             delayed.withLock { $0 -= 1 }
         }
+    }
+
+    /// A commit of `id` still waiting will find nothing to do: the caller queues the file
+    /// itself (a release after a flush).
+    func forgetWaiting(_ id: ItemID) {
+        _ = waiting.withLock { $0.remove(id) }
     }
 
     /// Returns once every job added before the call has run (delayed ones too).

@@ -299,17 +299,32 @@ extension Replica {
     /// How long a flush of a file the kernel writes waits for its release (see `commitSoon`).
     static let commitDelayWhileWrittenOutside = Duration.milliseconds(50)
 
-    /// `release`: the descriptor closes now; a written file is queued in the background
-    /// (after any `commitSoon` of the same handle), and counts as open until then.
+    /// `release`: a written file is queued, and counts as open until then. A small one
+    /// (`largestFileQueuedAtRelease`) is queued here, on the caller's thread, read through
+    /// the handle's own descriptor: the kernel's release has been answered (see
+    /// `FuseFileSystem.release`), and a hop to another thread and a second open would cost
+    /// more than the chunking. A larger one closes now and is queued in the background
+    /// (after any `commitSoon` of the same handle). Either way a flush's commit still waiting
+    /// has nothing left to do: this one queues what the file holds at its close.
     public func closeSoon(_ file: OpenFile) {
         guard file.writable else {
             return logQueuingFailure { () throws(ReplicaError) in try close(file) }
+        }
+        commits.forgetWaiting(file.id)
+        let small = state.withLock { ($0.content[file.id]?.size ?? 0) <= Replica.largestFileQueuedAtRelease }
+        if small {
+            defer { try? file.fd.close() }
+            return logQueuingFailure { () throws(ReplicaError) in try release(file.id, reading: file.fd) }
         }
         try? file.fd.close()
         commits.add { [self] in
             logQueuingFailure { () throws(ReplicaError) in try release(file.id) }
         }
     }
+
+    /// The largest file `closeSoon` queues on the caller's thread (chunked in about a
+    /// millisecond): what `tar x` and `git checkout` write most.
+    static let largestFileQueuedAtRelease: UInt64 = 1 << 20
 
     /// Queuing after close has no caller to report to: the error goes to the log, and the
     /// file stays dirty (queued at its next close, or by the next mount).
@@ -330,7 +345,7 @@ extension Replica {
 
     /// The end of a close, its descriptor closed: queues the file, then it no longer counts
     /// as open.
-    private func release(_ id: ItemID) throws(ReplicaError) {
+    private func release(_ id: ItemID, reading descriptor: FileDescriptor? = nil) throws(ReplicaError) {
         defer {
             let lastCloseOfDeleted = state.withLock { state in
                 state.openCount[id, default: 1] -= 1
@@ -346,7 +361,7 @@ extension Replica {
             // still being closed on a full disk), not at the next pass.
             if lastCloseOfDeleted { reclaimDeletedContent(among: [id]) }
         }
-        try commit(id, durable: false)
+        try commit(id, durable: false, reading: descriptor)
     }
 
     /// `setattr` with a size: truncates or extends (with zeros) and queues the result.

@@ -236,9 +236,13 @@ extension Replica {
         }
     }
 
-    /// Applies journal entries to the device state and the database in one transaction.
+    /// Applies journal entries to the device state, then records them in the database in one
+    /// transaction. The transaction runs outside the state lock (it also commits the queue's
+    /// waiting writes, and a large entry saves hundreds of items): the kernel's requests go
+    /// on meanwhile. Nothing else changes the synced tree, the landed batch or the owed
+    /// uploads (a pull or push runs under `syncLock`); requests only append to the queue.
     private func apply(_ entries: [(seq: UInt64, commit: Commit?)]) throws {
-        let (outcome, landed, events, changes) = try state.withLock { state in
+        let applied = state.withLock { state in
             let inFlight = state.inFlight
             // What a failed recording goes back to (held, these two are copied only if the
             // batch lands: the queue and the landed ids, not the container).
@@ -263,44 +267,70 @@ extension Replica {
                 }
                 if !chunks.isEmpty { owed[ours.seq] = chunks }
             }
-            let recorded = recordingApplied { db in
-                if owed != state.owed { try database.setMeta("owed", Replica.encodedOwed(owed), db) }
-                try database.saveItems(syncedChanges, of: state.device.synced, db)
-                for entry in entries where entry.commit?.packs.isEmpty == false {
-                    try database.savePackedChunks(entry.commit!.packs, db)
-                }
-                if !outcome.rewritten.isEmpty {
-                    try database.deletePending(outcome.rewritten.map(\.localID), db)
-                    for change in outcome.rewritten { try database.insertPending(change, db) }
-                }
-                if let landed {
-                    try database.deletePending(landed.localIDs, db)
-                    try database.setMeta("inFlight", nil, db)
-                    if let seq = landed.localIDs.first.flatMap({ state.device.landed[$0] }) {
-                        try database.recordLanded(landed.localIDs, seq: seq, keep: DeviceView.landedKept, db)
-                    }
+            let changes = outcome.changed.isEmpty ? [] : itemChanges(outcome.changed, previous: { outcome.previous[$0] }, state)
+            return AppliedEntries(
+                outcome: outcome, landed: landed, owed: owed, owedBefore: state.owed, syncedChanges: syncedChanges,
+                synced: state.device.synced, landedSeq: landed?.localIDs.first.flatMap { state.device.landed[$0] },
+                pendingBefore: pendingBefore, landedBefore: landedBefore, queuedAfter: state.device.pending.count,
+                events: events, changes: changes)
+        }
+        let recorded = recordingApplied { db in
+            if applied.owed != applied.owedBefore { try database.setMeta("owed", Replica.encodedOwed(applied.owed), db) }
+            try database.saveItems(applied.syncedChanges, of: applied.synced, db)
+            for entry in entries where entry.commit?.packs.isEmpty == false {
+                try database.savePackedChunks(entry.commit!.packs, db)
+            }
+            if !applied.outcome.rewritten.isEmpty {
+                try database.deletePending(applied.outcome.rewritten.map(\.localID), db)
+                for change in applied.outcome.rewritten { try database.insertPending(change, db) }
+            }
+            if let landed = applied.landed {
+                try database.deletePending(landed.localIDs, db)
+                try database.setMeta("inFlight", nil, db)
+                if let seq = applied.landedSeq {
+                    try database.recordLanded(landed.localIDs, seq: seq, keep: DeviceView.landedKept, db)
                 }
             }
+        }
+        try state.withLock { state throws(ReplicaError) in
             if case .failure(let error) = recorded {
-                restoreRecordedTree(&state, pending: pendingBefore, landed: landedBefore)
+                // The changes queued while the transaction ran follow the queue as it was.
+                let queuedSince = state.device.pending.dropFirst(applied.queuedAfter)
+                restoreRecordedTree(&state, pending: applied.pendingBefore + queuedSince, landed: applied.landedBefore)
                 throw error
             }
-            if landed != nil { state.inFlight = nil }
-            state.owed = owed
+            if applied.landed != nil { state.inFlight = nil }
+            state.owed = applied.owed
             if let newest = entries.last(where: { $0.commit != nil })?.commit { state.collections.headTime = newest.time }
-            let changes = outcome.changed.isEmpty ? [] : itemChanges(outcome.changed, previous: { outcome.previous[$0] }, state)
-            return (outcome, landed, events, changes)
         }
-        self.events.append(events)
-        for fold in outcome.outcomes {
+        self.events.append(applied.events)
+        for fold in applied.outcome.outcomes {
             for line in fold.rejected { logger.error("\(line)") }
             for line in fold.notes { logger.notice("\(line)") }
         }
-        if let landed { try finishLanded(landed, entries: entries) }
-        if !outcome.changed.isEmpty {
-            changeObserver.withLock { $0 }?(changes)
-            downloadWanted(outcome.changed)
+        if let landed = applied.landed { try finishLanded(landed, entries: entries) }
+        if !applied.outcome.changed.isEmpty {
+            changeObserver.withLock { $0 }?(applied.changes)
+            downloadWanted(applied.outcome.changed)
         }
+    }
+
+    /// What `apply` worked out under the state lock, for the transaction that records it.
+    private struct AppliedEntries {
+        var outcome: RemoteOutcome
+        var landed: Batch?
+        var owed: [UInt64: [ChunkRef]]
+        var owedBefore: [UInt64: [ChunkRef]]
+        var syncedChanges: Set<ItemID>
+        /// The synced tree after the entries (a copy that shares storage: only a pull changes it).
+        var synced: Tree
+        var landedSeq: UInt64?
+        var pendingBefore: [LocalChange]
+        var landedBefore: [Int64: UInt64]
+        /// The queue's length after the entries were applied.
+        var queuedAfter: Int
+        var events: [EventLog.Event]
+        var changes: [ItemChange]
     }
 
     /// After pulled entries could not be recorded (disk full): memory goes back to the synced
@@ -382,16 +412,14 @@ extension Replica {
                 commitID: RandomID.make(), device: configuration.deviceName, deviceID: deviceID,
                 time: .now(), ops: [], uploaded: [entry])
             try await appendAtNextFreeNumber { _, _ in commit }
-            try state.withLock { state in
-                // Memory follows the database: a failed write leaves the entry owed, and the
-                // next pass records it again.
-                var owed = state.owed
-                owed[entry] = nil
-                try database.write { [owed] db in
-                    try database.setMeta("owed", Replica.encodedOwed(owed), db)
-                }
-                state.owed = owed
+            // Memory follows the database: a failed write leaves the entry owed, and the next
+            // pass records it again. (Only a push or pull, under `syncLock`, changes `owed`.)
+            var owed = state.withLock { $0.owed }
+            owed[entry] = nil
+            try database.write { [owed] db in
+                try database.setMeta("owed", Replica.encodedOwed(owed), db)
             }
+            state.withLock { [owed] in $0.owed = owed }
             unstage(chunks.map(\.hash))
         }
     }
@@ -420,32 +448,33 @@ extension Replica {
     /// Uploads the next batch's chunks, then appends its commit; a batch with many new bytes
     /// goes metadata first (commit, then chunks). False when the queue is empty.
     private func pushOneBatch() async throws -> Bool {
-        let prepared = try state.withLock { state -> (Batch, [ChunkRef])? in
-            if state.inFlight == nil {
+        // The batch is chosen under the state lock and recorded outside it (the transaction
+        // also commits the queue's waiting writes): only a push changes `inFlight`.
+        if state.withLock({ $0.inFlight == nil }) {
+            let chosen = state.withLock { state -> Batch? in
                 let ids = state.device.nextBatchIDs(
                     maximumOperations: configuration.maximumBatchOperations, maximumChunks: configuration.maximumBatchChunks)
-                guard !ids.isEmpty else { return nil }
-                let batch = Batch(commitID: RandomID.make(), localIDs: ids)
-                try database.write { db in
-                    try database.setMeta("inFlight", String(decoding: FormatCoding.encode(batch), as: UTF8.self), db)
-                }
-                state.inFlight = batch
+                return ids.isEmpty ? nil : Batch(commitID: RandomID.make(), localIDs: ids)
             }
+            guard let chosen else { return false }
+            try database.write { db in
+                try database.setMeta("inFlight", String(decoding: FormatCoding.encode(chosen), as: UTF8.self), db)
+            }
+            state.withLock { $0.inFlight = chosen }
+        }
+        let (batch, chunks) = state.withLock { state -> (Batch, [ChunkRef]) in
             let batch = state.inFlight!
             let changes = state.device.pending.prefix(batch.localIDs.count)
             let chunks = changes.flatMap { $0.ops.flatMap(\.chunks) }.filter { !state.storedChunks.contains($0.hash) }
             return (batch, chunks)
         }
-        guard let (batch, chunks) = prepared else { return false }
         let ops = state.withLock { $0.device.pending.prefix(batch.localIDs.count).flatMap(\.ops) }
         let unstored = Set(chunks.map(\.hash))
         let newBytes = Set(chunks).reduce(UInt64(0)) { $0 + UInt64($1.size) }
         let metadataFirst = newBytes >= configuration.metadataFirstBytes
-        // Small chunks travel in packs, named by the entry: only in protobuf entries, which
-        // readers that know packs write and read (a device's first entry into an older
-        // journal is JSON).
-        let packing = state.withLock { $0.device.synced.nextEntryEncoding == .binary }
-        let packs = metadataFirst ? [] : try await upload(chunks, packing: packing)
+        // Small chunks travel in packs, named by the entry (either encoding: a new
+        // container's first entry is JSON).
+        let packs = metadataFirst ? [] : try await upload(chunks, packing: true)
         let repacked = try await protectFromCollection(Set(ops.flatMap(\.chunkHashes)), of: ops, packs: packs)
         try await appendAtNextFreeNumber { state, seq in
             guard state.inFlight == batch else { return nil }  // landed while catching up
@@ -585,15 +614,13 @@ extension Replica {
     /// can bring it back. Its change goes on without it (the queue must not block for good on
     /// one damaged file), and the files naming it say so (`uploadingError`).
     private func recordLost(_ hash: ChunkHash) throws {
-        try state.withLock { state in
-            guard !state.lostChunks.contains(hash) else { return }
-            var lost = state.lostChunks
-            lost.insert(hash)
-            try database.write { db in
-                try database.setMeta("lost", lost.map(\.hex).sorted().joined(separator: " "), db)
-            }
-            state.lostChunks = lost
+        // Recorded outside the state lock; only a push (under `syncLock`) adds lost chunks.
+        var lost = state.withLock { $0.lostChunks }
+        guard lost.insert(hash).inserted else { return }
+        try database.write { [lost] db in
+            try database.setMeta("lost", lost.map(\.hex).sorted().joined(separator: " "), db)
         }
+        state.withLock { [lost] in $0.lostChunks = lost }
         logger.error("chunk \(hash) of a queued version is gone from the cache and was never uploaded: that version cannot be read on any device; write the file again")
     }
 

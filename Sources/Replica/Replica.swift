@@ -26,7 +26,8 @@ public final class Replica: Sendable {
     /// 2. `fileLocks`, one file's (its local copy: copying queued bytes aside, `pwrite` of a
     ///    downloaded chunk, `ftruncate`, its content record in the database); never two;
     /// 3. `state` (the namespace: view, queue and content records, in memory; no file I/O
-    ///    under it, only the sync engine's own small database writes and a pull's apply);
+    ///    under it, and no transaction but a rebase on a snapshot's: a push records its
+    ///    batch and a pull its entries after letting go);
     /// 4. the state database's `order` lock and GRDB's writer queue (`database.write`);
     /// 5. small leaf mutexes (`pushPending`, `changeObserver`, `DownloadTable`, ...).
     /// So nothing that runs on the database's writer queue (an `asyncWrite` completion, a

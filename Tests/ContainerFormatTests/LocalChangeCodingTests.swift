@@ -60,6 +60,8 @@ struct LocalChangeCodingTests {
             if uploaded.isEmpty {
                 commit.policy = RetentionPolicy(versions: 60, deleted: 0, grace: 7)
                 commit.expire = Expiry(versionsBefore: Timestamp(seconds: 9, nanoseconds: 1), deletedBefore: .zero)
+                let pack = Pack([(ChunkHash(of: Data("a".utf8)), Data("a".utf8)), (ChunkHash(of: Data("bc".utf8)), Data("bc".utf8))])
+                commit.packs = [PackRecord(id: pack.id, chunks: pack.chunks)]
             }
             let json = JournalCoding.encode(commit, as: .json)
             let binary = JournalCoding.encode(commit, as: .binary)

@@ -1,13 +1,14 @@
 import BlobStore
 import ContainerFormat
 import Foundation
-import Replica
 import Testing
 
 #if canImport(Glibc)
 import Glibc
 #endif
 import TestSupport
+
+@testable import Replica
 
 struct HostileStoreTests {
     @Test("malformed journal entries and bad names are skipped; the rest of the journal applies")
@@ -109,9 +110,16 @@ struct HostileStoreTests {
         try await a.writeFile("precious", Data(repeating: 7, count: 10_000))
         try await a.writeFile("other", Data("fine".utf8))
         try await a.push()
-        let chunkPath = ChunkHash(of: Data(repeating: 7, count: 10_000)).hex
-        let path = devices.folder.sub("store/\(devices.container)/chunks/\(chunkPath.prefix(2))/\(chunkPath)")
-        try Data(repeating: 8, count: 10_000).write(to: URL(fileURLWithPath: path))
+        // A small file's chunk is in a pack: its bytes there are overwritten in place.
+        let hash = ChunkHash(of: Data(repeating: 7, count: 10_000))
+        let chunkPath = hash.hex
+        let location = try #require(a.state.withLock { $0.device.synced.packedChunks[hash] })
+        let pack = location.pack.hex
+        let packFile = try #require(
+            FileHandle(forWritingAtPath: devices.folder.sub("store/\(devices.container)/packs/\(pack.prefix(2))/\(pack)")))
+        try packFile.seek(toOffset: location.offset)
+        try packFile.write(contentsOf: Data(repeating: 8, count: 10_000))
+        try packFile.close()
 
         let b = try await devices.open("b")
         await #expect(throws: ReplicaError.format(.corruptChunk(hash: chunkPath))) {

@@ -52,7 +52,30 @@ struct PackedChunksTests {
         let store = devices.folder.sub("store/\(devices.container)")
         let packs = (try? FileManager.default.subpathsOfDirectory(atPath: store + "/packs"))?.filter { $0.count > 3 } ?? []
         #expect(!packs.isEmpty && packs.count <= 4)
-        #expect(devices.chunkFiles().count == 1)  // only the first file's chunk is an object
+        #expect(devices.chunkFiles().isEmpty)  // the first file's chunk is in a pack too
+        let b = try await devices.open("b")
+        for (name, data) in written { #expect(try await b.readFile(name) == data) }
+        await a.stop()
+        await b.stop()
+    }
+
+    @Test("a new container's first push packs its small files too: its entry is JSON and names the pack")
+    func firstEntryPacks() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        var written: [String: Data] = [:]
+        for index in 0..<50 {
+            let data = Data((0..<(200 + index * 7)).map { UInt8(truncatingIfNeeded: $0 &* 7 + index) })
+            written["f\(index)"] = data
+            try await a.writeFile("f\(index)", data)
+        }
+        try await a.push()
+        let first = try await devices.store.get(
+            try BlobKey("\(devices.container)/journal/" + String(format: "%020d", 1)), maximumSize: 1 << 20)
+        #expect(first.first == UInt8(ascii: "{"))
+        #expect(try JournalCoding.decode(first).packs.count == 1)
+        #expect(devices.chunkFiles().isEmpty)
         let b = try await devices.open("b")
         for (name, data) in written { #expect(try await b.readFile(name) == data) }
         await a.stop()

@@ -121,10 +121,11 @@ test_corrupted_chunk_is_never_served() {
     mount_device a
     head -c 300000 /dev/urandom > "$T/a/precious"
     sync_wait a
-    local chunk
-    chunk=$(find "$T/store/$CONTAINER/chunks" -type f | head -n1)
-    # Same size, other bytes: only the hash can tell.
-    head -c "$(stat -c %s "$chunk")" /dev/urandom > "$chunk"
+    local pack
+    pack=$(find "$T/store/$CONTAINER/packs" -type f | head -n1)
+    # The file's one chunk is the pack's first bytes. Same size, other bytes: only the
+    # hash can tell.
+    head -c 300000 /dev/urandom | dd of="$pack" conv=notrunc status=none
     mount_device b
     eventually 'test -f "$T/b/precious"'
     fails cat "$T/b/precious" >/dev/null 2>"$T/err"
