@@ -37,9 +37,10 @@ extension Replica {
                     if state.withLock({ !$0.device.pending.isEmpty }) { pushAfterPause() }
                     break
                 }
-                let before = state.withLock { $0.device.pending.count }
-                guard try await pushOneBatch() else { break }
-                asked -= max(1, before - state.withLock { $0.device.pending.count })
+                // Counted by the batch, not by the queue's length: changes keep arriving
+                // during a push, and counting them off would push a run of tiny batches.
+                guard let pushed = try await pushOneBatch() else { break }
+                asked -= pushed
             }
         }
     }
@@ -446,8 +447,9 @@ extension Replica {
     }
 
     /// Uploads the next batch's chunks, then appends its commit; a batch with many new bytes
-    /// goes metadata first (commit, then chunks). False when the queue is empty.
-    private func pushOneBatch() async throws -> Bool {
+    /// goes metadata first (commit, then chunks). Returns how many queued changes the batch
+    /// held; nil when the queue is empty.
+    private func pushOneBatch() async throws -> Int? {
         // The batch is chosen under the state lock and recorded outside it (the transaction
         // also commits the queue's waiting writes): only a push changes `inFlight`.
         if state.withLock({ $0.inFlight == nil }) {
@@ -456,7 +458,7 @@ extension Replica {
                     maximumOperations: configuration.maximumBatchOperations, maximumChunks: configuration.maximumBatchChunks)
                 return ids.isEmpty ? nil : Batch(commitID: RandomID.make(), localIDs: ids)
             }
-            guard let chosen else { return false }
+            guard let chosen else { return nil }
             try database.write { db in
                 try database.setMeta("inFlight", String(decoding: FormatCoding.encode(chosen), as: UTF8.self), db)
             }
@@ -487,7 +489,7 @@ extension Replica {
             }
             return commit
         }
-        return true
+        return batch.localIDs.count
     }
 
     /// Chunks below this size go up in packs (`packing`): a small file is one chunk.
