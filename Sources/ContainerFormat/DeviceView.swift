@@ -28,6 +28,9 @@ public struct DeviceView: Sendable {
         self.pending = pending
         self.landed = landed
         view = synced
+        // Where packed chunks are is the synced tree's alone (readers look there): the view
+        // keeping a reference to it would make the next pull that adds packs copy it whole.
+        view.packedChunks = [:]
         replayPending(resetting: [])
     }
 
