@@ -135,18 +135,6 @@ extension PackedChunk: Codable {
     }
 }
 
-extension ChunkHash {
-    /// A hash written as hex under `key`; a decoding error if it is not one.
-    static func decodeHex<Key: CodingKey>(_ container: KeyedDecodingContainer<Key>, _ key: Key) throws -> ChunkHash {
-        let hex = try container.decode(String.self, forKey: key)
-        guard let hash = ChunkHash(hex: hex) else {
-            throw DecodingError.dataCorruptedError(
-                forKey: key, in: container, debugDescription: "not a SHA-256 hex digest: \(hex)")
-        }
-        return hash
-    }
-}
-
 extension RetentionMessage {
     init(_ policy: RetentionPolicy) {
         self.init()
