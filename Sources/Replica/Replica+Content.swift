@@ -680,6 +680,9 @@ extension Replica {
                         "the device that wrote this file has not finished uploading it "
                             + "(waited \(configuration.pendingContentWait)); try again later")
                 }
+                // The entry that says the chunks are stored may name the packs they went into:
+                // the background loop pulls now rather than at its next poll.
+                wakeup.signal()
                 try await Task.sleep(for: .milliseconds(200))
             }
         }

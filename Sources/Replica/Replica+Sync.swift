@@ -408,10 +408,13 @@ extension Replica {
     /// then says so with an `uploaded` entry (other devices' reads wait for it).
     private func payOwedUploads() async throws {
         while let (entry, chunks) = state.withLock({ $0.owed.min { $0.key < $1.key }.map { ($0.key, $0.value) } }) {
-            try await upload(chunks)
-            let commit = Commit(
+            // Small chunks in packs here too (a burst of small files with 4 MiB or more of new
+            // bytes goes metadata first): the entry that says they are stored names the packs.
+            let packs = try await upload(chunks, packing: true)
+            var commit = Commit(
                 commitID: RandomID.make(), device: configuration.deviceName, deviceID: deviceID,
                 time: .now(), ops: [], uploaded: [entry])
+            commit.packs = packs
             try await appendAtNextFreeNumber { _, _ in commit }
             // Memory follows the database: a failed write leaves the entry owed, and the next
             // pass records it again. (Only a push or pull, under `syncLock`, changes `owed`.)
@@ -493,7 +496,7 @@ extension Replica {
     }
 
     /// Chunks below this size go up in packs (`packing`): a small file is one chunk.
-    static let packedChunkLimit: UInt32 = 1 << 20
+    public static let packedChunkLimit: UInt32 = 1 << 20
 
     /// Missing chunks first: a commit never names a chunk the store lacks. Chunks go in
     /// groups (one store flush each), small groups under an upload limit so it is kept.

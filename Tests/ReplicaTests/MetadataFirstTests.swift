@@ -23,6 +23,9 @@ struct MetadataFirstTests {
         defer { devices.remove() }
         let a = try await devices.open("a") { $0.uploadLimit = 4 << 20 }
         let b = try await devices.open("b")
+        // b learns where the chunks went (packs, for those under 1 MiB) from the entry that
+        // says they are stored: its background loop pulls it, as a mount's does.
+        b.start()
         var random = SeededRandom(seed: 7)
         let data = random.data(count: 8 << 20)
         try await a.writeFile("video.bin", data)
@@ -40,6 +43,7 @@ struct MetadataFirstTests {
         try await b.pull()
         #expect(try b.syncState(of: id).isUploaded)
         #expect(try a.syncState(of: .root).isUploaded)
+        await b.stop()
     }
 
     @Test("a read gives up after the bounded wait with a clear downloadingError")

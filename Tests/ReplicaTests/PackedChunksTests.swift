@@ -1,6 +1,7 @@
 import BlobStore
 import ContainerFormat
 import Foundation
+import TestSupport
 import Testing
 
 @testable import Replica
@@ -61,6 +62,29 @@ struct PackedChunksTests {
         #expect(devices.chunkFiles().isEmpty)  // the first file's chunk is in a pack too
         let b = try await devices.open("b")
         for (name, data) in written { #expect(try await b.readFile(name) == data) }
+        await a.stop()
+        await b.stop()
+    }
+
+    @Test("a burst of small files large enough to go metadata first is packed too: the entry saying they are stored names the packs")
+    func metadataFirstBurstPacks() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        var written: [String: Data] = [:]
+        var random = SeededRandom(seed: 37)
+        // A batch takes 1,000 operations (about 500 files): 8 MB of new bytes, over the 4 MiB
+        // that sends a batch metadata first.
+        for index in 0..<600 {
+            let data = random.data(count: 16 << 10)
+            written["f\(index)"] = data
+            try await a.writeFile("f\(index)", data)
+        }
+        try await a.push()
+        #expect(devices.chunkFiles().isEmpty)
+        let b = try await devices.open("b")
+        for (name, data) in written { #expect(try await b.readFile(name) == data) }
+        #expect(try b.syncState(of: b.id("f0")).isUploaded)
         await a.stop()
         await b.stop()
     }
