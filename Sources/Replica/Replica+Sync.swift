@@ -567,10 +567,10 @@ extension Replica {
         var filler = PackFiller()
         func store(_ pack: Pack?) async throws {
             guard let pack else { return }
+            // Not `storedChunks`: a packed chunk is stored once an entry names its pack. An
+            // entry the store refuses leaves the pack unnamed (collected later), and the retry
+            // packs its chunks again for the entry it writes.
             try await container.writePack(pack)
-            state.withLock { state in
-                for chunk in pack.chunks { state.storedChunks.insert(chunk.hash) }
-            }
             records.append(PackRecord(id: pack.id, chunks: pack.chunks))
             try await pacer.sent(pack.bytes.count)
         }

@@ -66,6 +66,33 @@ struct PackedChunksTests {
         await b.stop()
     }
 
+    @Test("packs uploaded for an entry the store then refused are packed again for the entry that lands: another device reads every file")
+    func packsOfARefusedEntry() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        try await a.writeFile("first", Data("first".utf8))
+        try await a.push()
+        await a.stop()
+        let store = JournalRefusingStore(devices.store)
+        let again = try await Replica.open(
+            ReplicaConfiguration(container: devices.container, cacheDirectory: devices.folder.sub("cache-a"), deviceName: "a"),
+            store: store, logger: quietLogger)
+        var written: [String: Data] = [:]
+        for index in 0..<20 {
+            let data = Data("file \(index) ".utf8) + Data(repeating: UInt8(index), count: 3000)
+            written["f\(index)"] = data
+            try await again.writeFile("f\(index)", data)
+        }
+        await #expect(throws: (any Error).self) { try await again.push() }
+        store.accept()
+        try await again.push()
+        let b = try await devices.open("b")
+        for (name, data) in written { #expect(try await b.readFile(name) == data) }
+        await again.stop()
+        await b.stop()
+    }
+
     @Test("a burst of small files large enough to go metadata first is packed too: the entry saying they are stored names the packs")
     func metadataFirstBurstPacks() async throws {
         let devices = Devices()

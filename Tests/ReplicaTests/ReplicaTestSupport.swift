@@ -118,3 +118,35 @@ final class GatedChunkStore: BlobStore {
     }
     func delete(_ key: BlobKey) async throws { try await base.delete(key) }
 }
+
+/// A directory store whose journal refuses writes while `refusing`: the store goes away
+/// between a push's uploads and its entry.
+final class JournalRefusingStore: BlobStore {
+    let base: DirectoryStore
+    private let state = Mutex(true)
+
+    init(_ base: DirectoryStore) { self.base = base }
+
+    func accept() { state.withLock { $0 = false } }
+
+    private func check(_ key: BlobKey) throws {
+        if key.rawValue.contains("/journal/"), state.withLock({ $0 }) { throw StoreError.unavailable("journal refused") }
+    }
+
+    var location: String { base.location }
+    func get(_ key: BlobKey, maximumSize: UInt64) async throws -> Data { try await base.get(key, maximumSize: maximumSize) }
+    func get(_ key: BlobKey, range: Range<UInt64>) async throws -> Data { try await base.get(key, range: range) }
+    func size(of key: BlobKey) async throws -> UInt64? { try await base.size(of: key) }
+    func putIfAbsent(_ key: BlobKey, data: Data) async throws {
+        try check(key)
+        try await base.putIfAbsent(key, data: data)
+    }
+    func put(_ key: BlobKey, data: Data) async throws {
+        try check(key)
+        try await base.put(key, data: data)
+    }
+    func list(prefix: String, after: BlobKey?, limit: Int) async throws -> [StoredObject] {
+        try await base.list(prefix: prefix, after: after, limit: limit)
+    }
+    func delete(_ key: BlobKey) async throws { try await base.delete(key) }
+}

@@ -18,6 +18,16 @@ store_bytes() {
         | python3 -c 'import json, sys; u = json.load(sys.stdin); print(u["liveBytes"] + u["historyBytes"] + u["collectableBytes"] + u["journalBytes"])'
 }
 
+# deleted_mb PREFIX: the megabytes of chunks and packs on gc's line starting with PREFIX.
+deleted_mb() {
+    python3 -c '
+import re, sys
+line = next(l for l in sys.stdin if l.startswith(sys.argv[1] + " "))
+units = {"B": 1e-6, "KB": 1e-3, "MB": 1, "GB": 1e3}
+print(sum(float(n) * units[u] for n, u in re.findall(r"(?:chunk|pack)\(s\) \(([0-9.]+) (B|KB|MB|GB)\)", line)))
+' "$1"
+}
+
 test_gc_brings_the_store_to_live_data_plus_retained_history() {
     mount_device a
     mkdir "$T/a/big"
@@ -37,11 +47,14 @@ test_gc_brings_the_store_to_live_data_plus_retained_history() {
     python3 -c 'import re, sys; h = float(re.search(r"([0-9.]+) MB history", sys.stdin.read()).group(1)); sys.exit(not 210 <= h < 221)' < "$T/usage"
     sleep 3
     "$BIN/icloudfs" gc "$T/a" --dry-run > "$T/dry"
-    grep -q "would delete [0-9]* chunk(s) (2[01][0-9].[0-9] MB)" "$T/dry"
+    cat "$T/dry"
+    # Chunk objects and packs (the files' small tail chunks travel in packs) together; a
+    # dry run leaves out packs that also hold live chunks (a real one repacks them first).
+    deleted_mb "would delete" < "$T/dry" | python3 -c 'import sys; sys.exit(not 180 <= float(sys.stdin.read()) < 220)'
     test "$(store_bytes)" -gt 200000000
     "$BIN/icloudfs" gc "$T/a" > "$T/out"
     cat "$T/out"
-    grep -q "deleted [0-9]* chunk(s) (2[01][0-9].[0-9] MB)" "$T/out"
+    deleted_mb "deleted" < "$T/out" | python3 -c 'import sys; sys.exit(not 200 <= float(sys.stdin.read()) < 220)'
     # Live 10 MB plus the retained version 10 MB: the store within 10% of it.
     local bytes
     bytes=$(store_bytes)
@@ -165,7 +178,7 @@ test_two_collections_at_once_lose_nothing() {
     wait "$one" || grep -q "another collection" "$T/one"
     wait "$two" || grep -q "another collection" "$T/two"
     cat "$T/one" "$T/two"
-    grep -q "deleted [1-9]" "$T/one" "$T/two"
+    grep -Eq "deleted [1-9]|and [1-9] pack" "$T/one" "$T/two"
     sync_wait b
     sync_wait a
     mount_device c
