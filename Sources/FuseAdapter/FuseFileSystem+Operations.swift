@@ -221,11 +221,14 @@ extension FuseFileSystem {
             let attributes = try replica.makeFile(
                 name, in: try id(parent), mode: mode & 0o7777, owner: request.owner, umask: umask(given))
             let file = try replica.openWithoutDownload(attributes.id, write: true, truncate: false)
+            // Worked out before the kernel may write: a written file's attributes are read
+            // from its local copy, which is empty yet (no second open and fstat of it).
+            let created = entry(attributes, parent: parent, name: name)
             // A new file: its writes are the kernel's (passthrough), all of it is new anyway.
             let mode = passthroughs.open(node(attributes.id), file: file.descriptor, wanted: true)
             try startOutsideWrites(file, node(attributes.id), mode)
             let handle = files.insert(OpenHandle(file: file, node: node(attributes.id), mode: mode))
-            request.created(entry(attributes, parent: parent, name: name), openReply(handle, mode))
+            request.created(created, openReply(handle, mode))
         }
     }
 
@@ -237,10 +240,11 @@ extension FuseFileSystem {
             var attributes = try replica.attributes(of: file.id)
             // The kernel takes one link away from what it is told (`d_tmpfile`): 0 shows.
             attributes.linkCount = 1
+            let created = entry(attributes, parent: parent, name: "")
             let mode = passthroughs.open(node(attributes.id), file: file.descriptor, wanted: true)
             try startOutsideWrites(file, node(attributes.id), mode)
             let handle = files.insert(OpenHandle(file: file, node: node(attributes.id), mode: mode))
-            request.created(entry(attributes, parent: parent, name: ""), openReply(handle, mode))
+            request.created(created, openReply(handle, mode))
         }
     }
 

@@ -15,8 +15,17 @@ final class BackgroundCommits: Sendable {
     private let queue = DispatchQueue(label: "icloudfs.commits")
     /// Files whose commit is waiting to start.
     private let waiting = Mutex<Set<ItemID>>([])
-    /// Commits waiting for their delay to pass (not on the queue yet).
-    private let delayed = Mutex(0)
+    /// Commits waiting for their delay to pass (not on the queue yet), under one timer: a
+    /// timer per flush woke libdispatch's timer thread once per file, a sixth of the
+    /// daemon's context switches in a burst of small files (a release takes nearly every
+    /// flush's commit over before its delay ends).
+    private let delayed = Mutex(DelayedJobs())
+
+    private struct DelayedJobs {
+        var jobs: [(deadline: DispatchTime, job: @Sendable () -> Void)] = []
+        /// The deadline the timer is set for; nil when none is.
+        var timer: DispatchTime?
+    }
 
     func add(_ job: @escaping @Sendable () -> Void) {
         queue.async(execute: job)
@@ -33,12 +42,36 @@ final class BackgroundCommits: Sendable {
             commit()
         }
         guard delay > .zero else { return queue.async(execute: job) }
-        delayed.withLock { $0 += 1 }
         let (seconds, attoseconds) = delay.components
         let deadline = DispatchTime.now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+        let setTimer = delayed.withLock { delayed -> Bool in
+            delayed.jobs.append((deadline, job))
+            guard delayed.timer.map({ deadline < $0 }) ?? true else { return false }
+            delayed.timer = deadline
+            return true
+        }
+        if setTimer { runDelayedJobs(at: deadline) }
+    }
+
+    /// How much sooner than asked a delayed commit may run.
+    static let leeway = DispatchTimeInterval.milliseconds(10)
+
+    /// At `deadline`, runs the delayed jobs due by then and sets the timer for the next one.
+    /// A timer replaced by an earlier one does nothing when it fires.
+    private func runDelayedJobs(at deadline: DispatchTime) {
         queue.asyncAfter(deadline: deadline) { [self] in
-            job()
-            delayed.withLock { $0 -= 1 }
+            let (due, next) = delayed.withLock { delayed -> ([@Sendable () -> Void], DispatchTime?) in
+                guard delayed.timer == deadline else { return ([], nil) }
+                // Jobs due within the leeway run now: a burst adds one every fraction of a
+                // millisecond, and a timer for each would be a timer per file again.
+                let horizon = DispatchTime.now() + BackgroundCommits.leeway
+                let due = delayed.jobs.filter { $0.deadline <= horizon }.map(\.job)
+                delayed.jobs.removeAll { $0.deadline <= horizon }
+                delayed.timer = delayed.jobs.map(\.deadline).min()
+                return (due, delayed.timer)
+            }
+            for job in due { job() }
+            if let next { runDelayedJobs(at: next) }
         }
     }
 
@@ -54,7 +87,7 @@ final class BackgroundCommits: Sendable {
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                 queue.async { done.resume() }
             }
-            guard delayed.withLock({ $0 > 0 }) else { return }
+            guard delayed.withLock({ !$0.jobs.isEmpty }) else { return }
             try? await Task.sleep(for: .milliseconds(10))
         }
     }

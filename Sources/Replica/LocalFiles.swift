@@ -15,6 +15,9 @@ struct LocalFiles: Sendable {
     /// How many leading letters of an id name the folder of its content file.
     let contentFolderLetters: Int
     private let namesSynced = SyncedNames()
+    /// The chunks copied aside, known without a syscall: most chunks never are, and an
+    /// upload or an unstage asked the disk for each (an open and an unlink failing per file).
+    private let staged: StagedHashes
 
     init(root: String) throws {
         self.root = root
@@ -22,6 +25,9 @@ struct LocalFiles: Sendable {
         for folder in ["staged", "tmp"] {
             try FileManager.default.createDirectory(atPath: "\(root)/\(folder)", withIntermediateDirectories: true)
         }
+        let found = (FileManager.default.enumerator(atPath: "\(root)/staged")?.allObjects as? [String] ?? [])
+            .compactMap { ChunkHash(hex: String($0.split(separator: "/").last ?? "")) }
+        staged = StagedHashes(Set(found))
     }
 
     /// A new cache spreads content files over one folder per first letter of their ids, all
@@ -140,7 +146,7 @@ struct LocalFiles: Sendable {
     /// overwritten in their content file, and the queued version naming them may be durable.
     func stage(_ hash: ChunkHash, _ bytes: Data) throws {
         let path = stagedPath(hash)
-        if access(path, F_OK) == 0 { return }
+        if staged.contains(hash) { return }
         let temporary = "\(root)/tmp/\(hash.hex).\(UInt64.random(in: 0...UInt64.max))"
         let fd = try FileDescriptor.open(
             temporary, .writeOnly, options: [.create, .truncate, .closeOnExec], permissions: [.ownerReadWrite])
@@ -163,18 +169,19 @@ struct LocalFiles: Sendable {
             }
         }
         try FileIO.syncDirectory(FilePath(folder))
+        staged.insert(hash)
     }
 
     func isStaged(_ hash: ChunkHash) -> Bool {
-        access(stagedPath(hash), F_OK) == 0
+        staged.contains(hash)
     }
 
     func readStaged(_ hash: ChunkHash) -> Data? {
-        FileManager.default.contents(atPath: stagedPath(hash))
+        staged.contains(hash) ? FileManager.default.contents(atPath: stagedPath(hash)) : nil
     }
 
     func unstage(_ hash: ChunkHash) {
-        unlink(stagedPath(hash))
+        if staged.remove(hash) { unlink(stagedPath(hash)) }
     }
 }
 
@@ -198,6 +205,17 @@ final class ContentFlush: Sendable {
 }
 
 /// Content files whose names are known to be on disk (their folder synced once this run).
+private final class StagedHashes: Sendable {
+    private let hashes: Mutex<Set<ChunkHash>>
+
+    init(_ found: Set<ChunkHash>) { hashes = Mutex(found) }
+
+    func contains(_ hash: ChunkHash) -> Bool { hashes.withLock { $0.contains(hash) } }
+    func insert(_ hash: ChunkHash) { hashes.withLock { _ = $0.insert(hash) } }
+    /// Whether it was there.
+    func remove(_ hash: ChunkHash) -> Bool { hashes.withLock { $0.remove(hash) != nil } }
+}
+
 private final class SyncedNames: Sendable {
     private let ids = Mutex<Set<ItemID>>([])
 
