@@ -140,7 +140,9 @@ let package = Package(
         .executableTarget(name: "MountICloudFS", dependencies: ["ICloudFSCommands"]),
         .executableTarget(
             name: "icloudfs-bench",
-            dependencies: ["ContainerFormat", "BlobStore", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: [
+                "ContainerFormat", "BlobStore", "FuseKernel", .product(name: "SystemPackage", package: "swift-system"),
+            ]
         ),
 
         // Test support shared by every test target.

@@ -384,18 +384,38 @@ class FuseFloor:
         self.process = None
         self.pid = None
 
+    def command(self):
+        return [self.binary, self.root]
+
     def start(self, fresh=True):
-        self.process = subprocess.Popen([self.binary, self.root], stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(self.command(), stderr=subprocess.DEVNULL)
         self.pid = self.process.pid
-        wait_for(lambda: is_mounted(self.root) or self.process.poll() is not None, 10, "the null FUSE daemon")
+        wait_for(lambda: is_mounted(self.root) or self.process.poll() is not None, 10, f"the null daemon ({self.name})")
         if not is_mounted(self.root):
-            raise RuntimeError("the null FUSE daemon (nullfs.c) did not mount")
+            raise RuntimeError(f"the null daemon ({self.name}) did not mount")
 
     def stop(self):
         if self.process is not None:
             unmount(self.root)
             self.process.wait(timeout=10)
             self.process = None
+
+
+class KernelLayerFloor(FuseFloor):
+    """`icloudfs-bench null-mount`: the same null filesystem served by icloudfs's own kernel
+    layer (FuseKernel). What W3, W7 and W13 take on it is the kernel layer's share of icloudfs's
+    time; the rest is the replica's. Reported, not a goal."""
+    name = "kernel_layer"
+
+    def __init__(self, work, bin):
+        self.root = work / "kernel-layer"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.binary = bin / "icloudfs-bench"
+        self.process = None
+        self.pid = None
+
+    def command(self):
+        return [self.binary, "null-mount", self.root]
 
 
 # Where find_passthrough_hp looks in DIR/cache: a libfuse build made there by hand, once.
@@ -1399,26 +1419,27 @@ class Bench:
                 self.ls_cold_warm(folder, native.name, lambda: None)
 
     def fuse_floor(self):
-        """W3, W7 and W13 on the null FUSE daemon (a fresh one each time: it never frees memory)."""
-        floor = FuseFloor(self.work)
-        self.targets.append(floor)
-        for rep in range(self.reps):
-            if self.wants("W3"):
-                floor.start()
-                seconds = float(run([sys.executable, "-c", CREATOR, floor.root / "w3", self.sizes["W3_files"]],
-                                    capture=True).stdout)
-                floor.stop()
-                self.add("W3", floor.name, self.sizes["W3_files"] / seconds)
-            if self.wants("W7"):
-                floor.start()
-                self.add("W7", floor.name, timed(["tar", "xf", self.tarball, "-C", floor.root]))
-                floor.stop()
-            if self.wants("W13"):
-                floor.start()
-                self.add("W13", floor.name, self.appends(floor.root / "w13.log", floor))
-                floor.stop()
-        log("  FUSE floor: " + ", ".join(f"{key} {median(self.samples[key][floor.name]):.1f}"
-                                         for key in ("W3", "W7", "W13") if floor.name in self.samples.get(key, {})))
+        """W3, W7 and W13 on the null FUSE daemon (a fresh one each time: it never frees
+        memory), and on the same null filesystem served by icloudfs's kernel layer."""
+        for floor in (FuseFloor(self.work), KernelLayerFloor(self.work, self.bin)):
+            self.targets.append(floor)
+            for rep in range(self.reps):
+                if self.wants("W3"):
+                    floor.start()
+                    seconds = float(run([sys.executable, "-c", CREATOR, floor.root / "w3", self.sizes["W3_files"]],
+                                        capture=True).stdout)
+                    floor.stop()
+                    self.add("W3", floor.name, self.sizes["W3_files"] / seconds)
+                if self.wants("W7"):
+                    floor.start()
+                    self.add("W7", floor.name, timed(["tar", "xf", self.tarball, "-C", floor.root]))
+                    floor.stop()
+                if self.wants("W13"):
+                    floor.start()
+                    self.add("W13", floor.name, self.appends(floor.root / "w13.log", floor))
+                    floor.stop()
+            log(f"  {floor.name}: " + ", ".join(f"{key} {median(self.samples[key][floor.name]):.1f}"
+                                              for key in ("W3", "W7", "W13") if floor.name in self.samples.get(key, {})))
 
     # -------------------------------------------------------------- driver
 
@@ -1697,6 +1718,9 @@ def write_outputs(bench, interrupted=False, partial=False):
         floor = median(bench.samples.get(key, {}).get("floor", []))
         if floor is not None:
             entry["fuse_floor"] = floor
+        kernel_layer = median(bench.samples.get(key, {}).get("kernel_layer", []))
+        if kernel_layer is not None:
+            entry["kernel_layer"] = kernel_layer
         beside = median(bench.samples.get(key, {}).get("native_beside", []))
         if beside is not None:
             entry["native_beside"] = beside
@@ -1787,6 +1811,15 @@ def markdown(result):
             "FUSE floor (a null FUSE daemon, `Scripts/bench-lib/nullfs.c`: names in memory, written "
             "bytes dropped; no FUSE filesystem is faster here): "
             + ", ".join(f"{key} {value} {unit}" for key, value, unit in floors) + ".",
+            "",
+        ]
+    layers = [(w["label"].split(" ")[0], fmt(w["kernel_layer"], w["unit"]), w["unit"])
+              for w in result["workloads"].values() if "kernel_layer" in w]
+    if layers:
+        lines += [
+            "The same null filesystem on icloudfs's own kernel layer (`icloudfs-bench null-mount`): "
+            + ", ".join(f"{key} {value} {unit}" for key, value, unit in layers)
+            + ". The rest of icloudfs's time is the replica's.",
             "",
         ]
     besides = [(key, fmt(w["native_beside"], w["unit"]), w["unit"])

@@ -10,6 +10,9 @@
 //       operations (--per-entry), and a snapshot at the last entry, as a device writes them.
 //       --big-folder N: the first folder, `big`, holds N files instead (counted in ITEMS).
 //       Prints a JSON object naming a file to stat once the container is mounted.
+//   icloudfs-bench null-mount MOUNTPOINT
+//       Serves a null filesystem (names in memory, bytes dropped) on icloudfs's own kernel
+//       layer until it is unmounted: the kernel layer's share of W3 and W7.
 import BlobStore
 import ContainerFormat
 import Foundation
@@ -259,6 +262,15 @@ case "make-container":
     } catch {
         fail("make-container: \(error)")
     }
+case "null-mount":
+    guard arguments.count == 2 else { fail("usage: icloudfs-bench null-mount MOUNTPOINT") }
+    do {
+        try nullMount(at: arguments[1])
+    } catch {
+        fail("null-mount: \(error)")
+    }
 default:
-    fail("usage: icloudfs-bench micro [--quick] | make-container STORE CONTAINER ITEMS [--per-entry N] [--big-folder N]")
+    fail(
+        "usage: icloudfs-bench micro [--quick] | make-container STORE CONTAINER ITEMS [--per-entry N] [--big-folder N]"
+            + " | null-mount MOUNTPOINT")
 }
