@@ -26,6 +26,10 @@ struct ContentChunker {
         /// Cut from a run of zeros (`fallocate`, a sparse file's hole): an upload makes its
         /// bytes anew, so no local copy has to keep them.
         var isZeros = false
+        /// The chunk's bytes, when its file was small enough to be read whole to cut it: the
+        /// upload need not open and read the file again (`UnstagedChunks` keeps them, up to
+        /// a bound).
+        var bytes: Data? = nil
     }
 
     /// What chunking a file cost: bytes read from it and chunks hashed.
@@ -147,7 +151,9 @@ private struct Reader {
             guard let length = chunker.chunkLength(in: window, isFinal: isFinal) else { return nil }
             work.chunksHashed += 1
             let bytes = UnsafeRawBufferPointer(rebasing: raw[start..<start + length])
-            return .init(offset: position, ref: ChunkRef(hash: ChunkHash(of: bytes), size: UInt32(length)))
+            return .init(
+                offset: position, ref: ChunkRef(hash: ChunkHash(of: bytes), size: UInt32(length)),
+                bytes: readsWhole ? Data(bytes) : nil)
         }
     }
 

@@ -603,7 +603,10 @@ extension Replica {
     /// against the hash: a write may have been changing them while they were read).
     func localBytes(of hash: ChunkHash) -> Data? {
         if let data = files.readStaged(hash) { return data }
-        for (id, piece) in state.withLock({ $0.unstaged.locations(of: hash) }) {
+        let locations = state.withLock { $0.unstaged.locations(of: hash) }
+        // Kept from when the file was cut (a small file): those are the bytes the hash is of.
+        if let bytes = locations.lazy.compactMap(\.piece.bytes).first { return bytes }
+        for (id, piece) in locations {
             guard let fd = try? files.openContent(id, writable: false) else { continue }
             defer { try? fd.close() }
             if let data = try? FileIO.read(fd, offset: piece.offset, count: Int(piece.ref.size)),

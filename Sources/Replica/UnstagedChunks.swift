@@ -1,4 +1,5 @@
 import ContainerFormat
+import Foundation
 
 /// Chunks of queued versions whose only copy is still in their content files: where each
 /// one's bytes are until it is uploaded. Saving a file costs no copy of its bytes; a write,
@@ -7,6 +8,11 @@ import ContainerFormat
 struct UnstagedChunks: Sendable {
     private var piecesByItem: [ItemID: [ContentChunker.Piece]] = [:]
     private var itemsByHash: [ChunkHash: Set<ItemID>] = [:]
+    /// Bytes of small files' chunks kept with their pieces (`Piece.bytes`), at most
+    /// `bytesKeptLimit`: a burst of small files goes up without reading each file again, and
+    /// a long queue (offline) costs no more memory than this.
+    private var bytesKept = 0
+    static let bytesKeptLimit = 32 << 20
 
     var isEmpty: Bool { piecesByItem.isEmpty }
 
@@ -16,7 +22,10 @@ struct UnstagedChunks: Sendable {
     /// Records that `pieces` of the content file of `id` hold chunks not uploaded yet.
     mutating func add(_ pieces: some Sequence<ContentChunker.Piece>, of id: ItemID) {
         var known = piecesByItem[id] ?? []
-        for piece in pieces where !known.contains(where: { $0.offset == piece.offset && $0.ref == piece.ref }) {
+        for var piece in pieces where !known.contains(where: { $0.offset == piece.offset && $0.ref == piece.ref }) {
+            if let bytes = piece.bytes {
+                if bytesKept + bytes.count <= UnstagedChunks.bytesKeptLimit { bytesKept += bytes.count } else { piece.bytes = nil }
+            }
             known.append(piece)
             itemsByHash[piece.ref.hash, default: []].insert(id)
         }
@@ -37,6 +46,7 @@ struct UnstagedChunks: Sendable {
             if piece.range.overlaps(range) { taken.append(piece) } else { kept.append(piece) }
         }
         guard !taken.isEmpty else { return [] }
+        forgetBytes(of: taken)
         piecesByItem[id] = kept.isEmpty ? nil : kept
         for hash in Set(taken.map(\.ref.hash)) where !kept.contains(where: { $0.ref.hash == hash }) {
             itemsByHash[hash]?.remove(id)
@@ -57,10 +67,15 @@ struct UnstagedChunks: Sendable {
         for hash in hashes {
             guard let ids = itemsByHash.removeValue(forKey: hash) else { continue }
             for id in ids {
+                forgetBytes(of: piecesByItem[id]?.filter { $0.ref.hash == hash } ?? [])
                 let kept = piecesByItem[id]?.filter { $0.ref.hash != hash } ?? []
                 piecesByItem[id] = kept.isEmpty ? nil : kept
             }
         }
+    }
+
+    private mutating func forgetBytes(of pieces: [ContentChunker.Piece]) {
+        bytesKept -= pieces.reduce(0) { $0 + ($1.bytes?.count ?? 0) }
     }
 }
 
