@@ -23,6 +23,7 @@ enum FuseErrno {
         case .busy: return EBUSY
         case .notSupported: return ENOTSUP
         case .notPermitted: return EPERM
+        case .tooLarge: return EFBIG
         // Another device announced the file but did not finish uploading it in time.
         case .contentNotUploaded(let why):
             FuseLog.logger.warning("\(operation): \(why)")

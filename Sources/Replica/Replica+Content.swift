@@ -121,6 +121,18 @@ extension Replica {
         }
     }
 
+    /// The largest file a container holds, 1 TiB (iCloud Drive's is 50 GB): past it a
+    /// `truncate`, `fallocate` or write fails with EFBIG, as on a disk whose files are
+    /// smaller. A sparse file's holes still cost a chunk reference per 4 MiB (a file of
+    /// 1 PB would need hundreds of millions).
+    public static let largestFile: UInt64 = 1 << 40
+
+    static func checkFileSize(_ size: UInt64) throws(ReplicaError) {
+        guard size <= largestFile else {
+            throw .tooLarge("\(size) bytes is past the largest file icloudfs keeps (\(largestFile) bytes)")
+        }
+    }
+
     /// `write` of bytes in memory.
     public func write(_ file: OpenFile, offset: UInt64, data: Data) throws(ReplicaError) {
         _ = try write(file, offset: offset, count: data.count) { fd in
@@ -136,6 +148,7 @@ extension Replica {
         _ file: OpenFile, offset: UInt64, count: Int, copy: (Int32) throws -> Int
     ) throws(ReplicaError) -> Int {
         guard file.writable else { throw .invalidArgument("file not open for writing") }
+        try Replica.checkFileSize(offset + UInt64(count))
         let id = file.id
         return try fileLocks.withLock(id) { () throws(ReplicaError) -> Int in
             try copyQueuedBytesAside(of: id, in: offset..<offset + UInt64(count))
@@ -235,6 +248,7 @@ extension Replica {
     /// write (holes in the local copy); reserved space is the cache disk's only.
     public func allocate(_ file: OpenFile, at offset: UInt64, count: UInt64, _ allocation: Allocation) async throws(ReplicaError) {
         guard file.writable else { throw .invalidArgument("file not open for writing") }
+        try Replica.checkFileSize(offset + count)
         refreshIfWrittenOutside(file.id)
         let end = offset + count
         let size = try attributes(of: file.id).size
@@ -690,6 +704,7 @@ extension Replica {
 
     /// Sets the local file's length (its content must be present up to `size`).
     func resizeLocal(_ id: ItemID, to size: UInt64) throws(ReplicaError) {
+        try Replica.checkFileSize(size)
         try fileLocks.withLock(id) { () throws(ReplicaError) in
             // Counted as a write in flight: a commit chunking meanwhile starts again after it.
             try state.withLock { state throws(ReplicaError) in
@@ -807,6 +822,11 @@ extension Replica {
             // Chunked whole each time: a large one is queued at its close (an fsync still
             // makes it durable here, and a crash leaves it dirty: queued by the next mount).
             if outside && snapshot.size > Replica.largestFileQueuedWhileWrittenOutside { break }
+            // Grown past the limit by the kernel's own writes (passthrough, unchecked): not
+            // queued (its chunk list alone would not fit in memory); it stays in the cache.
+            if snapshot.size > Replica.largestFile {
+                throw .tooLarge("\(id) is \(snapshot.size) bytes, past the largest file icloudfs keeps (\(Replica.largestFile) bytes): not queued")
+            }
             if snapshot.writing {  // another thread is copying bytes in: chunk after it
                 usleep(200)
                 continue

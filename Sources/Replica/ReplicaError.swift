@@ -26,6 +26,8 @@ public enum ReplicaError: Error, Equatable, Sendable, CustomStringConvertible {
     /// This device's cache lost a queued version's bytes before they reached the store: the
     /// version was published without them, and no device can read it.
     case contentLost(String)
+    /// A file would grow past `Replica.largestFile`.
+    case tooLarge(String)
     /// Reading or writing the local cache failed. `errno` is what programs see: ENOSPC,
     /// EDQUOT or EFBIG when that was the cause (a full cache disk is not an I/O error),
     /// else EIO.
@@ -48,6 +50,7 @@ public enum ReplicaError: Error, Equatable, Sendable, CustomStringConvertible {
         case .identityMismatch: "identityMismatch"
         case .contentNotUploaded: "contentNotUploaded"
         case .contentLost: "contentLost"
+        case .tooLarge: "fileTooLarge"
         case .local: "localCacheFailed"
         case .store(let error): error.code
         case .format(let error): error.code
@@ -62,7 +65,8 @@ public enum ReplicaError: Error, Equatable, Sendable, CustomStringConvertible {
         case .notAFolder: "not a folder"
         case .isAFolder: "is a folder"
         case .invalidName(let why), .invalidArgument(let why), .busy(let why), .notSupported(let why), .notPermitted(let why),
-            .identityMismatch(let why), .contentNotUploaded(let why), .contentLost(let why), .local(let why, _):
+            .identityMismatch(let why), .contentNotUploaded(let why), .contentLost(let why), .tooLarge(let why),
+            .local(let why, _):
             why
         case .store(let error): error.message
         case .format(let error): error.message

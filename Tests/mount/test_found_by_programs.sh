@@ -213,3 +213,31 @@ test_commands_fail_in_one_line() {
         grep -q "not on an icloudfs mount" "$T/err"
     done
 }
+
+# pjdfstest's truncate/12.t sets a size of 999,999,999,999,999 bytes: on a cache disk that
+# allows it (tmpfs), the daemon built a chunk reference per 4 MiB of holes and ran out of
+# memory. Past 1 TiB a size is refused with EFBIG, as on a disk with smaller files.
+test_a_size_past_the_largest_file_is_refused_with_efbig() {
+    mount_device a
+    : > "$T/a/f"
+    fails truncate -s 2T "$T/a/f" 2> "$T/err"
+    grep -q "File too large" "$T/err"
+    python3 - "$T/a/f" <<'PY'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+for attempt in (lambda: os.ftruncate(fd, 999999999999999), lambda: os.posix_fallocate(fd, 1 << 41, 4096)):
+    try:
+        attempt()
+        sys.exit("a size past 1 TiB was accepted")
+    except OSError as error:
+        assert error.errno == errno.EFBIG, error
+os.ftruncate(fd, 1 << 30)
+assert os.fstat(fd).st_size == 1 << 30
+os.close(fd)
+PY
+    sync_wait a
+    local rss
+    rss=$(awk '/VmRSS/{print $2}' "/proc/$(daemon_of a)/status")
+    echo "measured: daemon RSS ${rss} kB after the refused sizes and a 1 GiB sparse file"
+    test "$rss" -lt 400000
+}
