@@ -7,7 +7,7 @@ public struct Commit: Hashable, Codable, Sendable {
     /// 4: retention (`policy`, `expire`).
     /// 5: entries may be protobuf (`JournalCoding`) after the first entry of format 5.
     /// 6: entries may name packs (`packs`).
-    public static let formatVersion = 6
+    public static let formatVersion = 7
 
     public var format: Int
     /// Random, chosen once per queued commit: lets a device recognise its own commit after a

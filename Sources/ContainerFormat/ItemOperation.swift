@@ -44,6 +44,9 @@ public enum ItemOperation: Hashable, Sendable {
         public var device: UInt64?
         /// A hard link's item (format 3).
         public var linkedItem: ItemID?
+        /// When the name was made (its folder's times), when this create also carries the
+        /// file's first content and `mtime` is its last write's (format 7); nil: `mtime`.
+        public var nameTime: Timestamp?
 
         public init(
             id: ItemID, parent: ItemID, name: String, kind: ItemKind, mode: UInt32,

@@ -133,6 +133,7 @@ extension OperationMessage {
             }
             if let device = op.device { message.device = device }
             if let linkedItem = op.linkedItem { message.linkedItem = linkedItem.rawValue }
+            if let nameTime = op.nameTime { message.nameTime = TimestampMessage(nameTime) }
             create = message
         case .update(let op):
             var message = UpdateMessage()
@@ -184,6 +185,7 @@ extension ItemOperation {
             op.owner = m.hasUid ? Owner(uid: m.uid, gid: m.gid) : nil
             op.device = m.hasDevice ? m.device : nil
             op.linkedItem = m.hasLinkedItem ? ItemID(m.linkedItem) : nil
+            op.nameTime = m.hasNameTime ? Timestamp(m.nameTime) : nil
             self = .create(op)
         case .update(let m):
             var op = ItemOperation.Update(

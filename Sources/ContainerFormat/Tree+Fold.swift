@@ -68,6 +68,17 @@ extension Tree {
         return fold.outcome
     }
 
+    /// Gives a file created by a change still queued the content that change now carries
+    /// (`DeviceView.foldIntoQueuedCreate`): what folding the rewritten create would show,
+    /// without folding the queue again. Its version numbers stay the create's.
+    mutating func setQueuedContent(of id: ItemID, _ content: Content, mtime: Timestamp) {
+        guard var item = items[id], item.kind == .file else { return }
+        item.size = content.size
+        item.chunks = content.chunks
+        item.mtime = mtime
+        store(item)
+    }
+
     /// Applies an entry that could not be read at all: it still takes its sequence number.
     public mutating func skip(seq: UInt64) {
         if seq > head { head = seq }
@@ -112,8 +123,8 @@ extension Tree {
         }
         store(item)
         fold.outcome.changed.insert(item.id)
-        touchFolder(parent, at: op.mtime, &fold)
-        if let linked = item.linkedItem { touchLinked(linked, at: op.mtime, &fold) }
+        touchFolder(parent, at: op.nameTime ?? op.mtime, &fold)
+        if let linked = item.linkedItem { touchLinked(linked, at: op.nameTime ?? op.mtime, &fold) }
     }
 
     /// Why a create cannot be a hard link, or nil: a link names a linkable item (never a

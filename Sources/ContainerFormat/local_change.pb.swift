@@ -218,6 +218,17 @@ nonisolated struct CreateMessage: @unchecked Sendable {
   /// Clears the value of `linkedItem`. Subsequent reads from it will return its default value.
   mutating func clearLinkedItem() {_uniqueStorage()._linkedItem = nil}
 
+  /// When the name was made, the folder's time, when a create carries its file's first
+  /// content (mtime is then the last write's); absent: mtime.
+  var nameTime: TimestampMessage {
+    get {_storage._nameTime ?? TimestampMessage()}
+    set {_uniqueStorage()._nameTime = newValue}
+  }
+  /// Returns true if `nameTime` has been explicitly set.
+  var hasNameTime: Bool {_storage._nameTime != nil}
+  /// Clears the value of `nameTime`. Subsequent reads from it will return its default value.
+  mutating func clearNameTime() {_uniqueStorage()._nameTime = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -586,7 +597,7 @@ nonisolated extension OperationMessage: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".CreateMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{1}mtime\0\u{1}content\0\u{1}target\0\u{1}xattrs\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0\u{3}linked_item\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{1}mtime\0\u{1}content\0\u{1}target\0\u{1}xattrs\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0\u{3}linked_item\0\u{3}name_time\0")
 
   fileprivate class _StorageClass {
     var _id: String = String()
@@ -603,6 +614,7 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
     var _gid: UInt32? = nil
     var _device: UInt64? = nil
     var _linkedItem: String? = nil
+    var _nameTime: TimestampMessage? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -627,6 +639,7 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
       _gid = source._gid
       _device = source._device
       _linkedItem = source._linkedItem
+      _nameTime = source._nameTime
     }
   }
 
@@ -659,6 +672,7 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
         case 12: try { try decoder.decodeSingularUInt32Field(value: &_storage._gid) }()
         case 13: try { try decoder.decodeSingularUInt64Field(value: &_storage._device) }()
         case 14: try { try decoder.decodeSingularStringField(value: &_storage._linkedItem) }()
+        case 15: try { try decoder.decodeSingularMessageField(value: &_storage._nameTime) }()
         default: break
         }
       }
@@ -713,6 +727,9 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
       try { if let v = _storage._linkedItem {
         try visitor.visitSingularStringField(value: v, fieldNumber: 14)
       } }()
+      try { if let v = _storage._nameTime {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 15)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -736,6 +753,7 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
         if _storage._gid != rhs_storage._gid {return false}
         if _storage._device != rhs_storage._device {return false}
         if _storage._linkedItem != rhs_storage._linkedItem {return false}
+        if _storage._nameTime != rhs_storage._nameTime {return false}
         return true
       }
       if !storagesAreEqual {return false}

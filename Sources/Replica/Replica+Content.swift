@@ -914,9 +914,12 @@ extension Replica {
                         mode: mode, mtime: unchanged && !written ? nil : mtime, owner: owner)
                     update.atime = atime
                     update.ctime = ctime
-                    let op = ItemOperation.update(update)
                     let base = state.openedBase[id] ?? state.device.base(of: id)
-                    enqueue([(op, unchanged ? nil : base)], &state, content: [id])
+                    if unchanged
+                        || !foldIntoQueuedCreate(update, &state, content: [id])
+                    {
+                        enqueue([(.update(update), unchanged ? nil : base)], &state, content: [id])
+                    }
                     // Runs of zeros (fallocate, sparse files) are made anew for upload: their
                     // content file need not keep them, and a deleted one frees its space at once.
                     if !unchanged && !outside {  // an outside-written file's are staged already

@@ -490,6 +490,25 @@ extension Replica {
         pushAfterPause()
     }
 
+    /// A new file's content at its close, folded into its create if that is still queued
+    /// and not being pushed (`DeviceView.foldIntoQueuedCreate`): its row is rewritten in
+    /// place, with the content records of `content`. False when it cannot be: queue the
+    /// update as usual.
+    func foldIntoQueuedCreate(_ update: ItemOperation.Update, _ state: inout ReplicaState, content: [ItemID]) -> Bool {
+        let frozen = state.inFlight?.localIDs.count ?? 0
+        guard let folded = state.device.foldIntoQueuedCreate(update, frozen: frozen) else { return false }
+        let records = content.map { ($0, state.content[$0]) }
+        database.writeSoon { [database] db in
+            try database.deletePending([folded.localID], db)
+            try database.insertPending(folded, db)
+            for (id, record) in records { try database.saveContent(id, record, db) }
+        }
+        state.lastLocalChange = .now
+        state.noteReclaimCandidates([update.id])
+        pushAfterPause()
+        return true
+    }
+
     func attributes(_ item: Item, _ state: inout ReplicaState) -> ItemAttributes {
         var attributes = ItemAttributes(
             id: item.id, kind: item.kind, mode: item.mode,

@@ -149,8 +149,12 @@ test_monitor_streams_remote_changes() {
     mkdir "$T/a/Docs"
     echo hi > "$T/a/Docs/note.txt"
     sync_wait a
-    eventually 'grep -q "modified *Docs/note.txt  (a)" "$T/monitor.txt"'
+    # A new file and its first content are one change (its create carries the content).
+    eventually 'grep -q "created *Docs/note.txt  (a)" "$T/monitor.txt"'
     grep -q "created *Docs  (a)" "$T/monitor.txt"
+    echo more >> "$T/a/Docs/note.txt"
+    sync_wait a
+    eventually 'grep -q "modified *Docs/note.txt  (a)" "$T/monitor.txt"'
     eventually 'grep -q "\"kind\":\"modified\"" "$T/monitor.json"'
     python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$T/monitor.json"
     kill "$monitor" "$json"

@@ -1,0 +1,86 @@
+import BlobStore
+import ContainerFormat
+import Foundation
+import TestSupport
+import Testing
+
+@testable import Replica
+
+/// A new file's content at its close is folded into its queued create (issue 37): one
+/// operation per new file in the journal.
+struct OneChangePerFileTests {
+    /// Every operation of the journal's entries, in order.
+    private func journalOperations(_ devices: Devices, upTo head: UInt64) async throws -> [ItemOperation] {
+        var ops: [ItemOperation] = []
+        for seq in 1...head {
+            let key = try BlobKey("\(devices.container)/journal/" + String(format: "%020d", seq))
+            ops += try JournalCoding.decode(try await devices.store.get(key, maximumSize: 1 << 24)).ops
+        }
+        return ops
+    }
+
+    @Test("a burst of new files goes up as one create per file, carrying its content; another device reads them")
+    func burstIsOneCreatePerFile() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        var written: [String: Data] = [:]
+        for index in 0..<40 {
+            let data = Data("file \(index)".utf8)
+            written["f\(index)"] = data
+            try await a.writeFile("f\(index)", data)
+        }
+        try await a.push()
+        let ops = try await journalOperations(devices, upTo: a.head)
+        let creates = ops.compactMap { op -> ItemOperation.Create? in if case .create(let c) = op { c } else { nil } }
+        #expect(creates.count == 40)
+        #expect(!ops.contains { if case .update = $0 { true } else { false } })
+        #expect(creates.allSatisfy { $0.content.size > 0 && $0.nameTime != nil })
+        let b = try await devices.open("b")
+        for (name, data) in written { #expect(try await b.readFile(name) == data) }
+        await a.stop()
+        await b.stop()
+    }
+
+    @Test("the folder's time on another device is the create's, not the file's last write")
+    func folderKeepsTheCreateTime() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        _ = try a.makeFolder("d", in: .root, mode: 0o755)
+        let id = try a.makeFile("f", in: a.id("d"), mode: 0o644).id
+        let folderTime = try a.attributes(of: a.id("d")).mtime
+        try await Task.sleep(for: .milliseconds(30))
+        let file = try await a.open(id, write: true, truncate: false)
+        try a.write(file, offset: 0, data: Data("late".utf8))
+        try a.close(file)
+        let fileTime = try a.attributes(of: id).mtime
+        #expect(fileTime > folderTime)
+        try await a.push()
+        let b = try await devices.open("b")
+        #expect(try b.attributes(of: b.id("d")).mtime == folderTime)
+        #expect(try b.attributes(of: b.id("d/f")).mtime == fileTime)
+        #expect(try await b.readFile("d/f") == Data("late".utf8))
+        await a.stop()
+        await b.stop()
+    }
+
+    @Test("a file renamed before its close keeps two changes: the create is not rewritten past a change naming the item")
+    func notFoldedPastALaterChange() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        let id = try a.makeFile("f", in: .root, mode: 0o644).id
+        let file = try await a.open(id, write: true, truncate: false)
+        try a.write(file, offset: 0, data: Data("x".utf8))
+        try a.rename("f", in: .root, to: "g", in: .root, noReplace: false)
+        try a.close(file)
+        try await a.push()
+        let ops = try await journalOperations(devices, upTo: a.head)
+        #expect(ops.contains { if case .update = $0 { true } else { false } })
+        let b = try await devices.open("b")
+        #expect(try await b.readFile("g") == Data("x".utf8))
+        await a.stop()
+        await b.stop()
+    }
+}
