@@ -380,6 +380,7 @@ extension Replica {
 
     /// `setattr` with a size: truncates or extends (with zeros) and queues the result.
     public func truncate(_ id: ItemID, to size: UInt64) async throws(ReplicaError) -> ItemAttributes {
+        try Replica.checkFileSize(size)  // before a download it would not need
         refreshIfWrittenOutside(id)
         if size > 0 { try await downloadAll(id) }
         try resizeLocal(id, to: size)

@@ -484,9 +484,15 @@ extension Replica {
             for (id, record) in records { try database.saveContent(id, record, db) }
         }
         state.nextLocalID += 1
-        state.lastLocalChange = .now
         state.device.append(change)
-        state.noteReclaimCandidates(ops.map { $0.0.itemID })
+        noteQueued(ops.map { $0.0.itemID }, &state)
+    }
+
+    /// After a change is queued (or folded into a queued one): the push waits for the burst
+    /// to pause, and the items are looked at by the next reclaim.
+    private func noteQueued(_ ids: [ItemID], _ state: inout ReplicaState) {
+        state.lastLocalChange = .now
+        state.noteReclaimCandidates(ids)
         pushAfterPause()
     }
 
@@ -503,9 +509,7 @@ extension Replica {
             try database.insertPending(folded, db)
             for (id, record) in records { try database.saveContent(id, record, db) }
         }
-        state.lastLocalChange = .now
-        state.noteReclaimCandidates([update.id])
-        pushAfterPause()
+        noteQueued([update.id], &state)
         return true
     }
 

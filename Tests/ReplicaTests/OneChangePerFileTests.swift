@@ -24,22 +24,15 @@ struct OneChangePerFileTests {
         let devices = Devices()
         defer { devices.remove() }
         let a = try await devices.open("a")
-        var written: [String: Data] = [:]
-        for index in 0..<40 {
-            let data = Data("file \(index)".utf8)
-            written["f\(index)"] = data
-            try await a.writeFile("f\(index)", data)
-        }
+        let written = try await devices.writeFiles(40, on: a) { Data("file \($0)".utf8) }
         try await a.push()
         let ops = try await journalOperations(devices, upTo: a.head)
         let creates = ops.compactMap { op -> ItemOperation.Create? in if case .create(let c) = op { c } else { nil } }
         #expect(creates.count == 40)
         #expect(!ops.contains { if case .update = $0 { true } else { false } })
         #expect(creates.allSatisfy { $0.content.size > 0 && $0.nameTime != nil })
-        let b = try await devices.open("b")
-        for (name, data) in written { #expect(try await b.readFile(name) == data) }
+        try await devices.expectNewDevice("b", reads: written)
         await a.stop()
-        await b.stop()
     }
 
     @Test("the folder's time on another device is the create's, not the file's last write")

@@ -47,11 +47,8 @@ struct PackedChunksTests {
             try await a.writeFile("first", Data("entry 1".utf8))
             try await a.push()
         }
-        var written: [String: Data] = [:]
-        for index in 0..<200 {
-            let data = Data((0..<(100 + index * 13)).map { UInt8(truncatingIfNeeded: $0 * 31 + index) })
-            written["f\(index)"] = data
-            try await a.writeFile("f\(index)", data)
+        let written = try await devices.writeFiles(200, on: a) { index in
+            Data((0..<(100 + index * 13)).map { UInt8(truncatingIfNeeded: $0 * 31 + index) })
         }
         try await a.push()
         let entry = try await devices.store.get(
@@ -60,10 +57,8 @@ struct PackedChunksTests {
         #expect((entry.first == UInt8(ascii: "{")) == inFirstEntry)
         #expect((1...4).contains(try JournalCoding.decode(entry).packs.count))
         #expect(devices.chunkFiles().isEmpty)  // the first file's chunk is in a pack too
-        let b = try await devices.open("b")
-        for (name, data) in written { #expect(try await b.readFile(name) == data) }
+        try await devices.expectNewDevice("b", reads: written)
         await a.stop()
-        await b.stop()
     }
 
     @Test("packs uploaded for an entry the store then refused are packed again for the entry that lands: another device reads every file")
@@ -78,19 +73,14 @@ struct PackedChunksTests {
         let again = try await Replica.open(
             ReplicaConfiguration(container: devices.container, cacheDirectory: devices.folder.sub("cache-a"), deviceName: "a"),
             store: store, logger: quietLogger)
-        var written: [String: Data] = [:]
-        for index in 0..<20 {
-            let data = Data("file \(index) ".utf8) + Data(repeating: UInt8(index), count: 3000)
-            written["f\(index)"] = data
-            try await again.writeFile("f\(index)", data)
+        let written = try await devices.writeFiles(20, on: again) { index in
+            Data("file \(index) ".utf8) + Data(repeating: UInt8(index), count: 3000)
         }
         await #expect(throws: (any Error).self) { try await again.push() }
         store.accept()
         try await again.push()
-        let b = try await devices.open("b")
-        for (name, data) in written { #expect(try await b.readFile(name) == data) }
+        try await devices.expectNewDevice("b", reads: written)
         await again.stop()
-        await b.stop()
     }
 
     @Test("a burst of small files large enough to go metadata first is packed too: the entry saying they are stored names the packs")
@@ -98,22 +88,18 @@ struct PackedChunksTests {
         let devices = Devices()
         defer { devices.remove() }
         let a = try await devices.open("a")
-        var written: [String: Data] = [:]
         var random = SeededRandom(seed: 37)
-        // A batch takes 1,000 operations (about 500 files): 8 MB of new bytes, over the 4 MiB
-        // that sends a batch metadata first.
-        for index in 0..<600 {
-            let data = random.data(count: 16 << 10)
-            written["f\(index)"] = data
-            try await a.writeFile("f\(index)", data)
-        }
+        // A batch takes 1,000 operations (a new file is one, its content folded into its
+        // create): 9.6 MB of new bytes, over the 4 MiB that sends a batch metadata first.
+        let written = try await devices.writeFiles(600, on: a) { _ in random.data(count: 16 << 10) }
         try await a.push()
         #expect(devices.chunkFiles().isEmpty)
-        let b = try await devices.open("b")
-        for (name, data) in written { #expect(try await b.readFile(name) == data) }
-        #expect(try b.syncState(of: b.id("f0")).isUploaded)
+        try await devices.expectNewDevice("b", reads: written)
+        // The entry saying the chunks are stored landed: another device sees them uploaded.
+        let c = try await devices.open("c")
+        #expect(try c.syncState(of: c.id("f0")).isUploaded)
+        await c.stop()
         await a.stop()
-        await b.stop()
     }
 
     @Test("a chunk named again from a pack a collection chose is packed again: the pack may go, both files still read")

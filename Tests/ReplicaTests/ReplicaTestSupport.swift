@@ -6,6 +6,7 @@ import Replica
 import Synchronization
 import SystemPackage
 import TestSupport
+import Testing
 
 let quietLogger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
 
@@ -28,6 +29,25 @@ struct Devices {
     }
 
     func remove() { folder.remove() }
+
+    /// Writes files `f0`, `f1`, ... with `content(index)` on `device`; returns them by name.
+    func writeFiles(
+        _ count: Int, on device: Replica, content: (Int) -> Data
+    ) async throws -> [String: Data] {
+        var written: [String: Data] = [:]
+        for index in 0..<count {
+            written["f\(index)"] = content(index)
+            _ = try await device.writeFile("f\(index)", written["f\(index)"]!)
+        }
+        return written
+    }
+
+    /// A new device `name` reads every file of `written` as written.
+    func expectNewDevice(_ name: String, reads written: [String: Data]) async throws {
+        let device = try await open(name)
+        for (path, data) in written { #expect(try await device.readFile(path) == data) }
+        await device.stop()
+    }
 }
 
 extension Replica {
