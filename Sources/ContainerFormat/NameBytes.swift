@@ -9,11 +9,18 @@ public enum NameBytes {
     private static let escapes: ClosedRange<UInt32> = 0xF780...0xF7FF
     private static let escapeBase: UInt32 = 0xF700
 
-    /// The string that stands for `bytes`.
+    /// The string that stands for `bytes`. Inlinable: specialized for the caller's
+    /// collection (the kernel's names), the common case checks bytes without a generic call per byte.
+    @inlinable
     public static func string(_ bytes: some Collection<UInt8>) -> String {
         // Almost every name: valid UTF-8 without U+F7xx (whose first byte is 0xEF).
         if !bytes.contains(0xEF), let string = String(validating: bytes, as: UTF8.self) { return string }
-        let bytes = Array(bytes)
+        return escapedString(Array(bytes))
+    }
+
+    /// `string` for names that need escapes (or are not UTF-8).
+    @usableFromInline
+    static func escapedString(_ bytes: [UInt8]) -> String {
         var scalars = String.UnicodeScalarView()
         var index = 0
         while index < bytes.count {

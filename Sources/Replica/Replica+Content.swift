@@ -933,7 +933,7 @@ extension Replica {
                 // Recorded as queued changes are (`enqueue`): it waits, in order, until it
                 // commits, so the database never stays behind the clean record memory holds.
                 if let record = finished.save {
-                    database.writeSoon { [database] db in try database.saveContent(id, record, db) }
+                    database.saveContentSoon(id, record)
                 }
                 return finished.done
             }

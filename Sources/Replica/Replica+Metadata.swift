@@ -477,12 +477,7 @@ extension Replica {
         // Each operation carries when it was made: the item's ctime (and its folder's times)
         // are the same on every device and before and after the change lands.
         let change = state.device.makeChange(localID: state.nextLocalID, time: now, ops.map { ($0.0.stamped(now), $0.1) })
-        let records = content.map { ($0, state.content[$0]) }
-        database.writeSoon { [database] db in
-            try database.insertPending(change, db)
-            try database.setMeta("nextLocalID", String(change.localID + 1), db)
-            for (id, record) in records { try database.saveContent(id, record, db) }
-        }
+        database.saveChangeSoon(change, isNew: true, content: content.map { ($0, state.content[$0]) })
         state.nextLocalID += 1
         state.device.append(change)
         noteQueued(ops.map { $0.0.itemID }, &state)
@@ -503,12 +498,7 @@ extension Replica {
     func foldIntoQueuedCreate(_ update: ItemOperation.Update, _ state: inout ReplicaState, content: [ItemID]) -> Bool {
         let frozen = state.inFlight?.localIDs.count ?? 0
         guard let folded = state.device.foldIntoQueuedCreate(update, frozen: frozen) else { return false }
-        let records = content.map { ($0, state.content[$0]) }
-        database.writeSoon { [database] db in
-            try database.deletePending([folded.localID], db)
-            try database.insertPending(folded, db)
-            for (id, record) in records { try database.saveContent(id, record, db) }
-        }
+        database.saveChangeSoon(folded, isNew: false, content: content.map { ($0, state.content[$0]) })
         noteQueued([update.id], &state)
         return true
     }

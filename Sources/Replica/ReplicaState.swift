@@ -91,7 +91,9 @@ struct ReplicaState: Sendable {
 
     /// The item as the user sees it, with the size, time and mode of unsaved local writes.
     func liveItem(_ id: ItemID) -> Item? {
-        device.view.liveItem(id).map(withUnsavedWrites)
+        // Not `.map(withUnsavedWrites)`: the method reference captures a copy of the state.
+        guard let item = device.view.liveItem(id) else { return nil }
+        return withUnsavedWrites(item)
     }
 
     /// `liveItem`, or, for a file (or folder) removed while it is open here, the item it was: `fstat`,

@@ -71,7 +71,9 @@ package final class StateDatabase: Sendable {
         let taken = waiting.withLock { $0.take() }
         func attempt() throws -> T {
             try pool.write { db in
-                for work in taken { try work(db) }
+                for work in taken.works { try work(db) }
+                // Older than `body` (asked for before it), and touching rows no work does.
+                try taken.rows.write(to: self, db)
                 return try body(db)
             }
         }
@@ -90,7 +92,24 @@ package final class StateDatabase: Sendable {
 
     /// Commits `work` a moment from now (`gathering`), before any later `write`.
     func writeSoon(_ work: @escaping Work) {
-        guard waiting.withLock({ $0.add(work) }) else { return }  // a background write is due
+        scheduleBackgroundWrite(if: waiting.withLock { $0.add(work) })
+    }
+
+    /// Records a queued change (new: `isNew`, or rewritten by a fold) and the content
+    /// records that go with it a moment from now, as `writeSoon`; a later call for the same
+    /// change or record replaces what is still waiting: a new file's create and the content
+    /// folded into it at its close are written (and encoded) once, on the writing thread.
+    func saveChangeSoon(_ change: LocalChange, isNew: Bool, content records: [(ItemID, ContentRecord?)]) {
+        scheduleBackgroundWrite(if: waiting.withLock { $0.save(change, isNew: isNew, content: records) })
+    }
+
+    /// A content record, as `saveChangeSoon`.
+    func saveContentSoon(_ id: ItemID, _ record: ContentRecord?) {
+        scheduleBackgroundWrite(if: waiting.withLock { $0.save(nil, isNew: false, content: [(id, record)]) })
+    }
+
+    private func scheduleBackgroundWrite(if due: Bool) {
+        guard due else { return }  // a background write is due already
         background.asyncAfter(deadline: .now() + StateDatabase.gathering) { [self] in
             waiting.withLock { $0.backgroundDue = false }
             flushInBackground()
@@ -450,8 +469,9 @@ package final class StateDatabase: Sendable {
         }
     }
 
+    /// Inserts or replaces the row of `change` (a fold rewrites a queued change in place).
     func insertPending(_ change: LocalChange, _ db: Database) throws {
-        try db.cachedStatement(sql: "INSERT INTO pending (local_id, change) VALUES (?, ?)")
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO pending (local_id, change) VALUES (?, ?)")
             .execute(arguments: [change.localID, LocalChangeCoding.encode(change)])
     }
 
@@ -552,27 +572,72 @@ struct ContentRecord: Sendable, Equatable {
     }
 }
 
-/// The writes `writeSoon` collected, in order, and whether a background write is due.
+/// The writes `writeSoon` collected, in order, the queue rows `saveChangeSoon` left (the
+/// latest of each), and whether a background write is due.
 private struct WaitingWrites {
     private var works: [StateDatabase.Work] = []
+    private var rows = LatestQueueRows()
     var backgroundDue = false
-    var isEmpty: Bool { works.isEmpty }
+    var isEmpty: Bool { works.isEmpty && rows.isEmpty }
 
     /// Adds `work`; true when a background write should be scheduled for it.
     mutating func add(_ work: @escaping StateDatabase.Work) -> Bool {
         works.append(work)
+        return markDue()
+    }
+
+    /// Keeps `change` and `content` in place of what waits for them; true as `add`.
+    mutating func save(_ change: LocalChange?, isNew: Bool, content: [(ItemID, ContentRecord?)]) -> Bool {
+        if let change {
+            rows.changes[change.localID] = change
+            if isNew { rows.nextLocalID = max(rows.nextLocalID ?? 0, change.localID + 1) }
+        }
+        for (id, record) in content { rows.content[id] = .some(record) }
+        return markDue()
+    }
+
+    private mutating func markDue() -> Bool {
         defer { backgroundDue = true }
         return !backgroundDue
     }
 
-    mutating func take() -> [StateDatabase.Work] {
-        defer { works = [] }
-        return works
+    mutating func take() -> (works: [StateDatabase.Work], rows: LatestQueueRows) {
+        defer {
+            works = []
+            rows = LatestQueueRows()
+        }
+        return (works, rows)
     }
 
-    /// Writes that failed go back in front of those asked for since.
-    mutating func putBack(_ failed: [StateDatabase.Work]) {
-        works = failed + works
+    /// Writes that failed go back in front of those asked for since (whose rows are newer).
+    mutating func putBack(_ failed: (works: [StateDatabase.Work], rows: LatestQueueRows)) {
+        works = failed.works + works
+        rows = failed.rows.overwritten(by: rows)
+    }
+}
+
+/// Queued changes and content records waiting to be written: the latest version of each.
+private struct LatestQueueRows {
+    var changes: [Int64: LocalChange] = [:]
+    /// nil: the record is gone.
+    var content: [ItemID: ContentRecord?] = [:]
+    /// The next new change's local id, once a new one waits (a fold's never moves it).
+    var nextLocalID: Int64?
+
+    var isEmpty: Bool { changes.isEmpty && content.isEmpty }
+
+    func overwritten(by newer: LatestQueueRows) -> LatestQueueRows {
+        LatestQueueRows(
+            changes: changes.merging(newer.changes) { $1 },
+            content: content.merging(newer.content) { $1 },
+            nextLocalID: [nextLocalID, newer.nextLocalID].compactMap { $0 }.max())
+    }
+
+    func write(to database: StateDatabase, _ db: Database) throws {
+        guard !isEmpty else { return }
+        for localID in changes.keys.sorted() { try database.insertPending(changes[localID]!, db) }
+        if let nextLocalID { try database.setMeta("nextLocalID", String(nextLocalID), db) }
+        for (id, record) in content { try database.saveContent(id, record, db) }
     }
 }
 
