@@ -7,7 +7,9 @@ public struct Commit: Hashable, Codable, Sendable {
     /// 4: retention (`policy`, `expire`).
     /// 5: entries may be protobuf (`JournalCoding`) after the first entry of format 5.
     /// 6: entries may name packs (`packs`).
-    public static let formatVersion = 7
+    /// 7: a create may carry its file's first content (`nameTime`).
+    /// 8: a create may carry attributes set after it was made (`ctime`, `atime`).
+    public static let formatVersion = 8
 
     public var format: Int
     /// Random, chosen once per queued commit: lets a device recognise its own commit after a

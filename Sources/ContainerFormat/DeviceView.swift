@@ -66,29 +66,23 @@ public struct DeviceView: Sendable {
         return applySpeculatively(change, at: synced.head + UInt64(pending.count))
     }
 
-    /// Folds `update`, a new file's content at its close, into the file's queued create: one
-    /// change per new file instead of two. Only when the create is queued after the first
+    /// Folds `update` (a new file's content at its close, attributes set after `tar x` or
+    /// `cp -a` made an item) into the item's queued create: one change per new item instead
+    /// of up to four (`Create.foldingIn`). Only when the create is queued after the first
     /// `frozen` changes (a push in flight holds those) and no later queued change names the
-    /// item, and the update sets content and times only. The create then carries the content
-    /// and the update's mtime, and keeps its own time for the folder (`nameTime`). Returns
-    /// the rewritten change (to record in place of the create's), nil when nothing was folded.
+    /// item. Returns the rewritten change (to record in place of the create's), nil when
+    /// nothing was folded.
     public mutating func foldIntoQueuedCreate(_ update: ItemOperation.Update, frozen: Int) -> LocalChange? {
-        guard let content = update.content, update.mode == nil, update.owner == nil, update.xattrs == nil,
-            update.atime == nil, update.contentPending == nil
-        else { return nil }
         var index = pending.endIndex
         while index > max(frozen, pending.startIndex) {
             index -= 1
             let change = pending[index]
-            if change.ops.count == 1, case .create(var create) = change.ops[0], create.id == update.id {
-                guard create.kind == .file, create.content.chunks.isEmpty, create.nameTime == nil else { return nil }
-                create.nameTime = create.mtime
-                create.content = content
-                create.mtime = update.mtime ?? create.mtime
+            if change.ops.count == 1, case .create(let create) = change.ops[0], create.id == update.id {
+                guard let create = create.foldingIn(update) else { return nil }
                 let folded = LocalChange(
                     localID: change.localID, time: change.time, ops: [.create(create)], dependencies: change.dependencies)
                 pending[index] = folded
-                view.setQueuedContent(of: update.id, content, mtime: create.mtime)
+                view.setQueuedCreate(create)
                 return folded
             }
             if change.ops.contains(where: { $0.itemID == update.id || $0.namedItems.contains(update.id) }) { return nil }

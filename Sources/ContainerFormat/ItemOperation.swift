@@ -47,6 +47,11 @@ public enum ItemOperation: Hashable, Sendable {
         /// When the name was made (its folder's times), when this create also carries the
         /// file's first content and `mtime` is its last write's (format 7); nil: `mtime`.
         public var nameTime: Timestamp?
+        /// When the item's attributes last changed, when this create also carries attributes
+        /// set after it was made (format 8: `foldingIn`); nil: `mtime`.
+        public var ctime: Timestamp?
+        /// An access time set after the item was made (format 8); nil: none.
+        public var atime: Timestamp?
 
         public init(
             id: ItemID, parent: ItemID, name: String, kind: ItemKind, mode: UInt32,
@@ -66,6 +71,35 @@ public enum ItemOperation: Hashable, Sendable {
             self.owner = owner
             self.device = device
             self.linkedItem = linkedItem
+        }
+
+        /// This create with `update` made part of it, as if the item had been made so: a new
+        /// item's later attributes (`chmod`, `chown`, `utimens`, `setfattr` after `tar x`
+        /// made it) and a new file's first content. Nil when the create cannot carry it: a
+        /// hard link (its item has the attributes), content for a file that has some already,
+        /// or an upload marker.
+        public func foldingIn(_ update: Update) -> Create? {
+            guard kind != .hardLink, update.contentPending == nil, contentPending == nil else { return nil }
+            var create = self
+            if let content = update.content {
+                guard kind == .file, self.content.size == 0, self.content.chunks.isEmpty else { return nil }
+                create.content = content
+            }
+            if let mtime = update.mtime {
+                // The folder's times stay those of the name's making.
+                if create.nameTime == nil { create.nameTime = create.mtime }
+                create.mtime = mtime
+            }
+            if let mode = update.mode { create.mode = mode }
+            if let owner = update.owner { create.owner = owner == .root ? nil : owner }
+            if let xattrs = update.xattrs { create.xattrs = xattrs }
+            if let atime = update.atime { create.atime = atime }
+            // Content with nothing else moves the change time to its last write's (`mtime`, as
+            // a write does); attributes, to when they were set.
+            let onlyWritten = update.content != nil && update.mode == nil && update.owner == nil
+                && update.xattrs == nil && update.atime == nil
+            create.ctime = onlyWritten ? nil : update.ctime ?? create.ctime
+            return create
         }
 
         /// Makes `item` again, as it is (the journal's tree lost it; see `DeviceView`).

@@ -134,6 +134,8 @@ extension OperationMessage {
             if let device = op.device { message.device = device }
             if let linkedItem = op.linkedItem { message.linkedItem = linkedItem.rawValue }
             if let nameTime = op.nameTime { message.nameTime = TimestampMessage(nameTime) }
+            if let ctime = op.ctime { message.ctime = TimestampMessage(ctime) }
+            if let atime = op.atime { message.atime = TimestampMessage(atime) }
             create = message
         case .update(let op):
             var message = UpdateMessage()
@@ -186,6 +188,8 @@ extension ItemOperation {
             op.device = m.hasDevice ? m.device : nil
             op.linkedItem = m.hasLinkedItem ? ItemID(m.linkedItem) : nil
             op.nameTime = m.hasNameTime ? Timestamp(m.nameTime) : nil
+            op.ctime = m.hasCtime ? Timestamp(m.ctime) : nil
+            op.atime = m.hasAtime ? Timestamp(m.atime) : nil
             self = .create(op)
         case .update(let m):
             var op = ItemOperation.Update(

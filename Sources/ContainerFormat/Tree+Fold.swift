@@ -68,14 +68,22 @@ extension Tree {
         return fold.outcome
     }
 
-    /// Gives a file created by a change still queued the content that change now carries
-    /// (`DeviceView.foldIntoQueuedCreate`): what folding the rewritten create would show,
-    /// without folding the queue again. Its version numbers stay the create's.
-    mutating func setQueuedContent(of id: ItemID, _ content: Content, mtime: Timestamp) {
-        guard var item = items[id], item.kind == .file else { return }
-        item.size = content.size
-        item.chunks = content.chunks
-        item.mtime = mtime
+    /// Gives an item created by a change still queued the content and attributes that
+    /// change now carries (`DeviceView.foldIntoQueuedCreate`): what folding the rewritten
+    /// create would show, without folding the queue again. Its version numbers stay the
+    /// create's.
+    mutating func setQueuedCreate(_ op: ItemOperation.Create) {
+        guard var item = items[op.id] else { return }
+        if item.kind == .file {
+            item.size = op.content.size
+            item.chunks = op.content.chunks
+        }
+        item.mtime = op.mtime
+        item.mode = op.mode & 0o7777
+        item.owner = Tree.stored(op.owner)
+        item.xattrs = Tree.storedAttributes(op.xattrs)
+        item.atime = op.atime
+        item.ctime = op.ctime
         store(item)
     }
 
@@ -116,6 +124,8 @@ extension Tree {
             owner: Tree.stored(op.owner),
             device: op.kind == .characterDevice || op.kind == .blockDevice ? op.device ?? 0 : nil,
             linkedItem: op.kind == .hardLink ? op.linkedItem : nil)
+        item.atime = op.atime
+        item.ctime = op.ctime
         if item.kind == .file { item.madeBy(fold.commit) }
         if item.name != op.name { fold.note("\(op.name) exists; created as \(item.name)") }
         if let linked = item.linkedItem, !isLive(linked) {

@@ -229,6 +229,26 @@ nonisolated struct CreateMessage: @unchecked Sendable {
   /// Clears the value of `nameTime`. Subsequent reads from it will return its default value.
   mutating func clearNameTime() {_uniqueStorage()._nameTime = nil}
 
+  /// When attributes set after the item was made last changed; absent: mtime.
+  var ctime: TimestampMessage {
+    get {_storage._ctime ?? TimestampMessage()}
+    set {_uniqueStorage()._ctime = newValue}
+  }
+  /// Returns true if `ctime` has been explicitly set.
+  var hasCtime: Bool {_storage._ctime != nil}
+  /// Clears the value of `ctime`. Subsequent reads from it will return its default value.
+  mutating func clearCtime() {_uniqueStorage()._ctime = nil}
+
+  /// An access time set after the item was made; absent: none.
+  var atime: TimestampMessage {
+    get {_storage._atime ?? TimestampMessage()}
+    set {_uniqueStorage()._atime = newValue}
+  }
+  /// Returns true if `atime` has been explicitly set.
+  var hasAtime: Bool {_storage._atime != nil}
+  /// Clears the value of `atime`. Subsequent reads from it will return its default value.
+  mutating func clearAtime() {_uniqueStorage()._atime = nil}
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -597,7 +617,7 @@ nonisolated extension OperationMessage: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".CreateMessage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{1}mtime\0\u{1}content\0\u{1}target\0\u{1}xattrs\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0\u{3}linked_item\0\u{3}name_time\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}parent\0\u{1}name\0\u{1}kind\0\u{1}mode\0\u{1}mtime\0\u{1}content\0\u{1}target\0\u{1}xattrs\0\u{3}content_pending\0\u{1}uid\0\u{1}gid\0\u{1}device\0\u{3}linked_item\0\u{3}name_time\0\u{1}ctime\0\u{1}atime\0")
 
   fileprivate class _StorageClass {
     var _id: String = String()
@@ -615,6 +635,8 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
     var _device: UInt64? = nil
     var _linkedItem: String? = nil
     var _nameTime: TimestampMessage? = nil
+    var _ctime: TimestampMessage? = nil
+    var _atime: TimestampMessage? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -640,6 +662,8 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
       _device = source._device
       _linkedItem = source._linkedItem
       _nameTime = source._nameTime
+      _ctime = source._ctime
+      _atime = source._atime
     }
   }
 
@@ -673,6 +697,8 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
         case 13: try { try decoder.decodeSingularUInt64Field(value: &_storage._device) }()
         case 14: try { try decoder.decodeSingularStringField(value: &_storage._linkedItem) }()
         case 15: try { try decoder.decodeSingularMessageField(value: &_storage._nameTime) }()
+        case 16: try { try decoder.decodeSingularMessageField(value: &_storage._ctime) }()
+        case 17: try { try decoder.decodeSingularMessageField(value: &_storage._atime) }()
         default: break
         }
       }
@@ -730,6 +756,12 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
       try { if let v = _storage._nameTime {
         try visitor.visitSingularMessageField(value: v, fieldNumber: 15)
       } }()
+      try { if let v = _storage._ctime {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 16)
+      } }()
+      try { if let v = _storage._atime {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 17)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -754,6 +786,8 @@ nonisolated extension CreateMessage: SwiftProtobuf.Message, SwiftProtobuf._Messa
         if _storage._device != rhs_storage._device {return false}
         if _storage._linkedItem != rhs_storage._linkedItem {return false}
         if _storage._nameTime != rhs_storage._nameTime {return false}
+        if _storage._ctime != rhs_storage._ctime {return false}
+        if _storage._atime != rhs_storage._atime {return false}
         return true
       }
       if !storagesAreEqual {return false}

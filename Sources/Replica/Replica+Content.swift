@@ -916,11 +916,7 @@ extension Replica {
                     update.atime = atime
                     update.ctime = ctime
                     let base = state.openedBase[id] ?? state.device.base(of: id)
-                    if unchanged
-                        || !foldIntoQueuedCreate(update, &state, content: [id])
-                    {
-                        enqueue([(.update(update), unchanged ? nil : base)], &state, content: [id])
-                    }
+                    enqueue([(.update(update), unchanged ? nil : base)], &state, content: [id])
                     // Runs of zeros (fallocate, sparse files) are made anew for upload: their
                     // content file need not keep them, and a deleted one frees its space at once.
                     if !unchanged && !outside {  // an outside-written file's are staged already

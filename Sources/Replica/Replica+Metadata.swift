@@ -18,7 +18,7 @@ extension Replica {
     public func currentAttributes(of entry: DirectoryEntry, in folder: ItemID) -> ItemAttributes? {
         state.withLock { state in
             guard let child = state.view.child(named: entry.name, in: folder), child.id == entry.id,
-                let item = named(child, state)
+                let item = named(child, &state)
             else { return nil }
             return attributes(item, &state)
         }
@@ -26,19 +26,24 @@ extension Replica {
 
     public func lookup(_ name: String, in folder: ItemID) throws(ReplicaError) -> ItemAttributes {
         try state.withLock { state throws(ReplicaError) in
-            guard let item = named(name, in: folder, state) else { throw .notFound }
+            guard let item = named(name, in: folder, &state) else { throw .notFound }
             return attributes(item, &state)
         }
     }
 
+    // The state is passed `inout` here and below, though only read: passed by value from
+    // inside `withLock`, the whole state (36 fields) was copied per call.
+
     /// The live item `name` in `folder` stands for (a hard link's item for a link).
-    private func named(_ name: String, in folder: ItemID, _ state: ReplicaState) -> Item? {
-        state.view.child(named: name, in: folder).flatMap { named($0, state) }
+    private func named(_ name: String, in folder: ItemID, _ state: inout ReplicaState) -> Item? {
+        guard let child = state.device.view.child(named: name, in: folder) else { return nil }
+        return named(child, &state)
     }
 
     /// The live item a folder's child names (a hard link's item for a link).
-    private func named(_ child: Item, _ state: ReplicaState) -> Item? {
-        state.view.resolved(child).flatMap { state.liveItem($0.id) }
+    private func named(_ child: Item, _ state: inout ReplicaState) -> Item? {
+        guard let resolved = state.device.view.resolved(child) else { return nil }
+        return state.liveItem(resolved.id)
     }
 
     /// The live children of a folder, sorted by name: names and ids, what `opendir` keeps.
@@ -125,7 +130,7 @@ extension Replica {
         do {
             try state.withLock { state throws(ReplicaError) in
                 let (mode, owner, xattrs) = try newItemFields(
-                    in: parent, kind: .file, mode: mode, owner: owner, umask: umask, state)
+                    in: parent, kind: .file, mode: mode, owner: owner, umask: umask, &state)
                 state.anonymousFiles[id] = Item(
                     id: id, parent: parent, name: "", kind: .file, mode: mode, mtime: Timestamp.now(), xattrs: xattrs,
                     owner: owner == .root ? nil : owner)
@@ -145,7 +150,7 @@ extension Replica {
     private func nameAnonymousFile(_ id: ItemID, _ name: String, in parent: ItemID) throws(ReplicaError) -> ItemAttributes? {
         try state.withLock { state throws(ReplicaError) -> ItemAttributes? in
             guard let file = state.anonymousFiles[id] else { return nil }
-            _ = try liveFolder(parent, state)
+            _ = try liveFolder(parent, &state)
             guard state.view.child(named: name, in: parent) == nil else { throw .exists }
             state.anonymousFiles[id] = nil
             if var record = state.content[id], !record.dirty {
@@ -407,8 +412,8 @@ extension Replica {
 
     // MARK: - Internals
 
-    private func liveFolder(_ id: ItemID, _ state: ReplicaState) throws(ReplicaError) -> Item {
-        guard let folder = state.view.liveItem(id) else { throw .notFound }
+    private func liveFolder(_ id: ItemID, _ state: inout ReplicaState) throws(ReplicaError) -> Item {
+        guard let folder = state.device.view.liveItem(id) else { throw .notFound }
         guard folder.kind == .folder else { throw .notAFolder }
         return folder
     }
@@ -416,9 +421,9 @@ extension Replica {
     /// A new item's mode, owner and ACL in `parent`: a set-group-id folder gives its group
     /// (and, to a folder, the bit); a default ACL replaces the umask.
     private func newItemFields(
-        in parent: ItemID, kind: ItemKind, mode: UInt32, owner: Owner, umask: UInt32?, _ state: ReplicaState
+        in parent: ItemID, kind: ItemKind, mode: UInt32, owner: Owner, umask: UInt32?, _ state: inout ReplicaState
     ) throws(ReplicaError) -> (mode: UInt32, owner: Owner, xattrs: [String: Data]) {
-        let folder = try liveFolder(parent, state)
+        let folder = try liveFolder(parent, &state)
         var owner = owner
         var mode = mode & 0o7777
         if folder.mode & UInt32(S_ISGID) != 0 {
@@ -452,7 +457,7 @@ extension Replica {
                 guard let item = state.liveItem(linkedItem) else { throw .notFound }
                 guard item.kind.isLinkable else { throw .notPermitted("a folder cannot have another name") }
             }
-            let (mode, owner, xattrs) = try newItemFields(in: parent, kind: kind, mode: mode, owner: owner, umask: umask, state)
+            let (mode, owner, xattrs) = try newItemFields(in: parent, kind: kind, mode: mode, owner: owner, umask: umask, &state)
             guard state.view.child(named: name, in: parent) == nil else { throw .exists }
             let id = RandomID.makeItemID()
             let op = ItemOperation.create(.init(
@@ -474,6 +479,13 @@ extension Replica {
     /// The same transaction records the content records of `content` as they are now.
     func enqueue(_ ops: [(ItemOperation, BaseVersion?)], _ state: inout ReplicaState, content: [ItemID] = []) {
         let now = Timestamp.now()
+        // An item's attributes or first content, while its create is still queued: the
+        // create carries them (one change per new item).
+        if ops.count == 1, case .update(let update) = ops[0].0.stamped(now),
+            foldIntoQueuedCreate(update, &state, content: content)
+        {
+            return
+        }
         // Each operation carries when it was made: the item's ctime (and its folder's times)
         // are the same on every device and before and after the change lands.
         let change = state.device.makeChange(localID: state.nextLocalID, time: now, ops.map { ($0.0.stamped(now), $0.1) })
@@ -491,11 +503,10 @@ extension Replica {
         pushAfterPause()
     }
 
-    /// A new file's content at its close, folded into its create if that is still queued
-    /// and not being pushed (`DeviceView.foldIntoQueuedCreate`): its row is rewritten in
-    /// place, with the content records of `content`. False when it cannot be: queue the
-    /// update as usual.
-    func foldIntoQueuedCreate(_ update: ItemOperation.Update, _ state: inout ReplicaState, content: [ItemID]) -> Bool {
+    /// An update of an item whose create is still queued and not being pushed, folded into
+    /// that create (`DeviceView.foldIntoQueuedCreate`): its row is rewritten in place, with
+    /// the content records of `content`. False when it cannot be: queue the update as usual.
+    private func foldIntoQueuedCreate(_ update: ItemOperation.Update, _ state: inout ReplicaState, content: [ItemID]) -> Bool {
         let frozen = state.inFlight?.localIDs.count ?? 0
         guard let folded = state.device.foldIntoQueuedCreate(update, frozen: frozen) else { return false }
         database.saveChangeSoon(folded, isNew: false, content: content.map { ($0, state.content[$0]) })

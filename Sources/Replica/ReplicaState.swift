@@ -87,7 +87,11 @@ struct ReplicaState: Sendable {
     /// When the last local change was queued (a burst is under way if it was just now).
     var lastLocalChange: ContinuousClock.Instant?
 
-    var view: Tree { device.view }
+    /// Borrowed, not copied: a getter returned a copy of the tree (a retain of each of its
+    /// tables) at each of the many reads of it under the lock.
+    var view: Tree {
+        _read { yield device.view }
+    }
 
     /// The item as the user sees it, with the size, time and mode of unsaved local writes.
     func liveItem(_ id: ItemID) -> Item? {

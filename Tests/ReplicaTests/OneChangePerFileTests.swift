@@ -77,3 +77,44 @@ struct OneChangePerFileTests {
         await b.stop()
     }
 }
+
+/// Attributes set after an item was made (`tar x`, `cp -a`: chown, chmod, utimens after the
+/// close) fold into its queued create too (journal format 8).
+struct AttributesFoldIntoCreateTests {
+    @Test("chown, chmod, utimens and setfattr after a new file's close: one create carries them; another device sees them")
+    func attributesAfterCloseFold() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        let id = try a.makeFile("f", in: .root, mode: 0o600).id
+        let file = try await a.open(id, write: true, truncate: false)
+        try a.write(file, offset: 0, data: Data("tarred".utf8))
+        try a.close(file)
+        let past = Timestamp(seconds: 1_600_000_000, nanoseconds: 0)
+        _ = try a.setOwner(id, to: Owner(uid: 1000, gid: 100))
+        _ = try a.setAttributes(id, mode: 0o644)
+        try a.setUserAttribute("user.origin", of: id, to: Data("tar".utf8))
+        let set = try a.setAttributes(id, mtime: past)
+        #expect(set.mtime == past && set.ctime > past)
+        try await a.push()
+        var ops: [ItemOperation] = []
+        for seq in 1...a.head {
+            let key = try BlobKey("\(devices.container)/journal/" + String(format: "%020d", seq))
+            ops += try JournalCoding.decode(try await devices.store.get(key, maximumSize: 1 << 24)).ops
+        }
+        #expect(ops.count == 1)
+        guard case .create(let create) = ops.first else { Issue.record("no create: \(ops)"); return }
+        #expect(create.mode == 0o644 && create.mtime == past && create.ctime == set.ctime)
+        let b = try await devices.open("b")
+        let seen = try b.attributes(of: b.id("f"))
+        #expect(seen.mode == 0o644 && seen.mtime == past && seen.ctime == set.ctime)
+        #expect(seen.owner == Owner(uid: 1000, gid: 100))
+        #expect(try b.userAttribute("user.origin", of: b.id("f")) == Data("tar".utf8))
+        #expect(try await b.readFile("f") == Data("tarred".utf8))
+        // The device that made it shows the same once its change landed.
+        let landed = try a.attributes(of: id)
+        #expect(landed.mtime == past && landed.ctime == set.ctime && landed.mode == 0o644)
+        await a.stop()
+        await b.stop()
+    }
+}
