@@ -196,6 +196,8 @@ public struct DeviceView: Sendable {
     /// edit reviving a deleted item. Attribute changes and deletes of them are dropped.
     /// Returns the changes rewritten (the replica stores them again).
     private mutating func recreateExpired(_ gone: Set<ItemID>, as before: (ItemID) -> Item?) -> [LocalChange] {
+        // Nearly always: nothing went (the queue is not walked per pull).
+        guard !gone.isEmpty else { return [] }
         let named = Set(pending.flatMap { $0.ops.flatMap(\.namedItems) })
         guard !gone.isDisjoint(with: named) else { return [] }
         var recreated = Set<ItemID>()

@@ -272,6 +272,19 @@ package final class StateDatabase: Sendable {
             try db.execute(
                 sql: "CREATE TABLE packed_chunk (hash BLOB PRIMARY KEY, pack BLOB NOT NULL, offset INTEGER NOT NULL, size INTEGER NOT NULL) WITHOUT ROWID")
         }
+        migrator.registerMigration("v11 node numbers without an index of ids") { db in
+            // The unique index of ids took a page write at a random place per new item (ids
+            // are random); nothing looks a number up by id here (the kernel layer keeps them
+            // in memory, and never hands one id two numbers), so the table is keyed by
+            // number alone, appended to in order.
+            try db.execute(
+                sql: """
+                    CREATE TABLE inode_by_number (ino INTEGER PRIMARY KEY NOT NULL, id TEXT NOT NULL);
+                    INSERT INTO inode_by_number (ino, id) SELECT ino, id FROM inode;
+                    DROP TABLE inode;
+                    ALTER TABLE inode_by_number RENAME TO inode;
+                    """)
+        }
         return migrator
     }
 
