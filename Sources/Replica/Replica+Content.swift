@@ -156,7 +156,7 @@ extension Replica {
             // crash, a cache file that differs from its record is known as written (and
             // queued as it is), never read as the version it was.
             let firstWrite = state.withLock { state in
-                state.content[id]?.dirty == true ? nil : recordBeforeWrite(id, state).with(dirty: true)
+                state.content[id]?.dirty == true ? nil : recordBeforeWrite(id, &state).with(dirty: true)
             }
             if let firstWrite { try saveContent(id, firstWrite) }
             state.withLock { $0.writesInFlight[id, default: 0] += 1 }
@@ -170,7 +170,7 @@ extension Replica {
                 case .success(let copiedCount): count = copiedCount
                 case .failure(let error): throw .localFailure("cannot write the cache file of \(id)", error)
                 }
-                var record = recordBeforeWrite(id, state)
+                var record = recordBeforeWrite(id, &state)
                 let end = offset + UInt64(count)
                 if !record.dirty { state.changedSinceClean[id] = ByteRanges() }
                 // A write past the end leaves a hole of zeros that are this file's own bytes.
@@ -194,7 +194,7 @@ extension Replica {
     /// The content record a write into `id` starts from. A placeholder written without its
     /// download keeps its size, its bytes missing: `commit` then refuses it instead of
     /// queuing zeros or a cut file.
-    func recordBeforeWrite(_ id: ItemID, _ state: ReplicaState) -> ContentRecord {
+    func recordBeforeWrite(_ id: ItemID, _ state: inout ReplicaState) -> ContentRecord {
         if let record = state.content[id] { return record }
         guard let item = state.view.liveItem(id), item.size > 0 else { return .empty }
         return ContentRecord(chunks: item.chunks, size: item.size, present: ByteRanges(), dirty: false, pinned: false, lastAccess: 0)

@@ -46,13 +46,19 @@ extension Replica {
             try copyQueuedBytesAside(of: id, in: 0..<UInt64.max)
             let firstWrite = state.withLock { state -> ContentRecord? in
                 state.outsideWriters[id, default: OutsideWriters(count: 0, lastSeenModified: modified)].count += 1
+                state.outsideWriters[id]?.descriptors.append(file.descriptor)
                 state.changedSinceClean[id] = nil
-                let record = recordBeforeWrite(id, state)
+                let record = recordBeforeWrite(id, &state)
                 return record.dirty ? nil : record.with(dirty: true)
             }
             if let firstWrite {
                 state.withLock { $0.content[id] = firstWrite }
-                try saveContent(id, firstWrite)
+                do throws(ReplicaError) {
+                    try saveContent(id, firstWrite)
+                } catch {
+                    forgetOutsideWriter(file)  // the open fails: its descriptor is closed next
+                    throw error
+                }
             }
         }
     }
@@ -62,9 +68,16 @@ extension Replica {
     public func endOutsideWrites(_ file: OpenFile) {
         let id = file.id
         refreshOutsideWritten(id, through: file.fd)  // before the count drops: the last one's times still count
+        forgetOutsideWriter(file)
+    }
+
+    private func forgetOutsideWriter(_ file: OpenFile) {
         state.withLock { state in
-            state.outsideWriters[id]?.count -= 1
-            if state.outsideWriters[id]?.count == 0 { state.outsideWriters[id] = nil }
+            state.outsideWriters[file.id]?.count -= 1
+            if let index = state.outsideWriters[file.id]?.descriptors.firstIndex(of: file.descriptor) {
+                state.outsideWriters[file.id]?.descriptors.remove(at: index)
+            }
+            if state.outsideWriters[file.id]?.count == 0 { state.outsideWriters[file.id] = nil }
         }
     }
 
@@ -84,18 +97,25 @@ extension Replica {
     /// writes), and its modification time if the kernel wrote it. `descriptor`: the content
     /// file, if the caller has it open.
     func refreshOutsideWritten(_ id: ItemID, through descriptor: FileDescriptor? = nil) {
-        guard let fd = descriptor ?? (try? files.openContent(id, writable: false)) else { return }
-        defer { if descriptor == nil { try? fd.close() } }
+        // Opened by path only when no writer's descriptor is known (each stays open while
+        // its writer is recorded, so one read under the lock is safe to use under it).
+        let opened =
+            descriptor != nil || state.withLock({ $0.outsideWriters[id]?.descriptors.isEmpty == false })
+            ? nil : try? files.openContent(id, writable: false)
+        defer { try? opened?.close() }
         state.withLock { state in
+            guard let fd = descriptor?.rawValue ?? state.outsideWriters[id]?.descriptors.last ?? opened?.rawValue else {
+                return  // its last writer ended meanwhile: that end looked at it
+            }
             // Looked at under the lock: two refreshes at once (a commit's and a release's)
             // must not record the older look last (a file written between them was
             // recorded, and queued, as empty).
             var info = stat()
-            guard fstat(fd.rawValue, &info) == 0 else { return }
+            guard fstat(fd, &info) == 0 else { return }
             let size = UInt64(max(0, info.st_size))
             let modified = Timestamp(
                 clamping: Int64(info.st_mtim.tv_sec), nanoseconds: UInt32(clamping: info.st_mtim.tv_nsec))
-            var record = recordBeforeWrite(id, state)
+            var record = recordBeforeWrite(id, &state)
             record.size = size
             record.present = ByteRanges([0..<size])
             record.dirty = true

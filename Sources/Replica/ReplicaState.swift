@@ -159,4 +159,9 @@ struct ReplicaState: Sendable {
 struct OutsideWriters: Sendable {
     var count: Int
     var lastSeenModified: Timestamp?
+    /// The writers' own descriptors of the local copy, each open until its
+    /// `endOutsideWrites`: a refresh (a `setattr` or `stat` of the file while it is
+    /// written, `tar x`'s chown, chmod and utimens before each close) looks through one
+    /// instead of opening the file by its path.
+    var descriptors: [Int32] = []
 }
