@@ -475,8 +475,9 @@ extension Replica {
     }
 
     /// Queues one local change: shown in the view now, recorded in the database a moment
-    /// later (`writeSoon`: in order, before anything else is written there, and at fsync).
-    /// The same transaction records the content records of `content` as they are now.
+    /// later (`saveChangeSoon`: before any later `write`, and at fsync), or folded into the
+    /// item's queued create. The same transaction records the content records of `content`
+    /// as they are now.
     func enqueue(_ ops: [(ItemOperation, BaseVersion?)], _ state: inout ReplicaState, content: [ItemID] = []) {
         let now = Timestamp.now()
         // An item's attributes or first content, while its create is still queued: the
