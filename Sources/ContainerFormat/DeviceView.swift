@@ -69,12 +69,13 @@ public struct DeviceView: Sendable {
     /// Folds `update` (a new file's content at its close, attributes set after `tar x` or
     /// `cp -a` made an item) into the item's queued create: one change per new item instead
     /// of up to four (`Create.foldingIn`). Only when the create is queued after the first
-    /// `frozen` changes (a push in flight holds those) and no later queued change names the
-    /// item. Returns the rewritten change (to record in place of the create's), nil when
-    /// nothing was folded.
+    /// `frozen` changes (a push in flight holds those), among the last `foldLookback`, and
+    /// no later queued change names the item. Returns the rewritten change (to record in
+    /// place of the create's), nil when nothing was folded.
     public mutating func foldIntoQueuedCreate(_ update: ItemOperation.Update, frozen: Int) -> LocalChange? {
         var index = pending.endIndex
-        while index > max(frozen, pending.startIndex) {
+        let start = max(frozen, pending.startIndex, pending.endIndex - DeviceView.foldLookback)
+        while index > start {
             index -= 1
             let change = pending[index]
             if change.ops.count == 1, case .create(let create) = change.ops[0], create.id == update.id {
@@ -89,6 +90,12 @@ public struct DeviceView: Sendable {
         }
         return nil
     }
+
+    /// How far back in the queue a fold looks for the item's create: the updates that fold
+    /// come right after it (a close, tar's setattrs). Bounded, so that an update of an item
+    /// made long ago (`chmod -R` while a large burst is still queued) costs no walk of the
+    /// whole queue each.
+    public static let foldLookback = 64
 
     /// The commit that pushes `batch` (a prefix of `pending`) as journal entry `seq`.
     public func commit(for batch: Batch, device: String, deviceID: String, seq: UInt64) -> Commit {

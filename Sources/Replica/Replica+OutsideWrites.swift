@@ -45,8 +45,7 @@ extension Replica {
         try fileLocks.withLock(id) { () throws(ReplicaError) in
             try copyQueuedBytesAside(of: id, in: 0..<UInt64.max)
             let firstWrite = state.withLock { state -> ContentRecord? in
-                state.outsideWriters[id, default: OutsideWriters(count: 0, lastSeenModified: modified)].count += 1
-                state.outsideWriters[id]?.descriptors.append(file.descriptor)
+                state.outsideWriters[id, default: OutsideWriters(lastSeenModified: modified)].descriptors.append(file.descriptor)
                 state.changedSinceClean[id] = nil
                 let record = recordBeforeWrite(id, &state)
                 return record.dirty ? nil : record.with(dirty: true)
@@ -73,11 +72,10 @@ extension Replica {
 
     private func forgetOutsideWriter(_ file: OpenFile) {
         state.withLock { state in
-            state.outsideWriters[file.id]?.count -= 1
             if let index = state.outsideWriters[file.id]?.descriptors.firstIndex(of: file.descriptor) {
                 state.outsideWriters[file.id]?.descriptors.remove(at: index)
             }
-            if state.outsideWriters[file.id]?.count == 0 { state.outsideWriters[file.id] = nil }
+            if state.outsideWriters[file.id]?.descriptors.isEmpty == true { state.outsideWriters[file.id] = nil }
         }
     }
 

@@ -157,9 +157,8 @@ struct ReplicaState: Sendable {
 /// The opens of one file that the kernel writes itself, and its content file's modification
 /// time when last looked at (a later one says the kernel wrote it since).
 struct OutsideWriters: Sendable {
-    var count: Int
     var lastSeenModified: Timestamp?
-    /// The writers' own descriptors of the local copy, each open until its
+    /// The writers' own descriptors of the local copy, one per writer, each open until its
     /// `endOutsideWrites`: a refresh (a `setattr` or `stat` of the file while it is
     /// written, `tar x`'s chown, chmod and utimens before each close) looks through one
     /// instead of opening the file by its path.

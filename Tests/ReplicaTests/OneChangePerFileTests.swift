@@ -9,16 +9,6 @@ import Testing
 /// A new file's content at its close is folded into its queued create (issue 37): one
 /// operation per new file in the journal.
 struct OneChangePerFileTests {
-    /// Every operation of the journal's entries, in order.
-    private func journalOperations(_ devices: Devices, upTo head: UInt64) async throws -> [ItemOperation] {
-        var ops: [ItemOperation] = []
-        for seq in 1...head {
-            let key = try BlobKey("\(devices.container)/journal/" + String(format: "%020d", seq))
-            ops += try JournalCoding.decode(try await devices.store.get(key, maximumSize: 1 << 24)).ops
-        }
-        return ops
-    }
-
     @Test("a burst of new files goes up as one create per file, carrying its content; another device reads them")
     func burstIsOneCreatePerFile() async throws {
         let devices = Devices()
@@ -26,7 +16,7 @@ struct OneChangePerFileTests {
         let a = try await devices.open("a")
         let written = try await devices.writeFiles(40, on: a) { Data("file \($0)".utf8) }
         try await a.push()
-        let ops = try await journalOperations(devices, upTo: a.head)
+        let ops = try await devices.journalOperations(upTo: a.head)
         let creates = ops.compactMap { op -> ItemOperation.Create? in if case .create(let c) = op { c } else { nil } }
         #expect(creates.count == 40)
         #expect(!ops.contains { if case .update = $0 { true } else { false } })
@@ -69,7 +59,7 @@ struct OneChangePerFileTests {
         try a.rename("f", in: .root, to: "g", in: .root, noReplace: false)
         try a.close(file)
         try await a.push()
-        let ops = try await journalOperations(devices, upTo: a.head)
+        let ops = try await devices.journalOperations(upTo: a.head)
         #expect(ops.contains { if case .update = $0 { true } else { false } })
         let b = try await devices.open("b")
         #expect(try await b.readFile("g") == Data("x".utf8))
@@ -97,11 +87,7 @@ struct AttributesFoldIntoCreateTests {
         let set = try a.setAttributes(id, mtime: past)
         #expect(set.mtime == past && set.ctime > past)
         try await a.push()
-        var ops: [ItemOperation] = []
-        for seq in 1...a.head {
-            let key = try BlobKey("\(devices.container)/journal/" + String(format: "%020d", seq))
-            ops += try JournalCoding.decode(try await devices.store.get(key, maximumSize: 1 << 24)).ops
-        }
+        let ops = try await devices.journalOperations(upTo: a.head)
         #expect(ops.count == 1)
         guard case .create(let create) = ops.first else { Issue.record("no create: \(ops)"); return }
         #expect(create.mode == 0o644 && create.mtime == past && create.ctime == set.ctime)
@@ -114,6 +100,58 @@ struct AttributesFoldIntoCreateTests {
         // The device that made it shows the same once its change landed.
         let landed = try a.attributes(of: id)
         #expect(landed.mtime == past && landed.ctime == set.ctime && landed.mode == 0o644)
+        await a.stop()
+        await b.stop()
+    }
+}
+
+/// What waits to be recorded is the latest version of each queued change (`saveChangeSoon`).
+struct FoldedQueueRecordTests {
+    @Test("a create with its content and mode folded in, and changes queued after it, survive a restart; new changes after it take new numbers")
+    func foldedQueueSurvivesRestart() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        var a = try await devices.open("a")
+        let id = try a.makeFile("f", in: .root, mode: 0o600).id
+        let file = try await a.open(id, write: true, truncate: false)
+        try a.write(file, offset: 0, data: Data("folded".utf8))
+        try a.close(file)
+        _ = try a.setAttributes(id, mode: 0o640)
+        try await a.writeFile("g", Data("queued after".utf8))
+        #expect(a.pendingChangeCount == 2)
+        await a.stop()
+        a = try await devices.open("a")
+        #expect(a.pendingChangeCount == 2)
+        // Numbered after the two: a reused number would replace a queued change's row.
+        try await a.writeFile("h", Data("after the restart".utf8))
+        await a.stop()
+        a = try await devices.open("a")
+        #expect(a.pendingChangeCount == 3)
+        try await a.push()
+        let ops = try await devices.journalOperations(upTo: a.head)
+        #expect(ops.count == 3 && ops.allSatisfy { if case .create = $0 { true } else { false } })
+        try await devices.expectNewDevice(
+            "b", reads: ["f": Data("folded".utf8), "g": Data("queued after".utf8), "h": Data("after the restart".utf8)])
+        let b = try await devices.open("c")
+        #expect(try b.attributes(of: b.id("f")).mode == 0o640)
+        await a.stop()
+        await b.stop()
+    }
+
+    @Test("an update of an item made further back in the queue than a fold looks is queued on its own, and arrives")
+    func updateBeyondTheLookbackIsQueued() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        _ = try await a.writeFile("old", Data("old".utf8))
+        let id = try a.id("old")
+        _ = try await devices.writeFiles(DeviceView.foldLookback + 1, on: a) { Data("\($0)".utf8) }
+        _ = try a.setAttributes(id, mode: 0o644)
+        try await a.push()
+        let ops = try await devices.journalOperations(upTo: a.head)
+        #expect(ops.contains { if case .update(let update) = $0 { update.id == id && update.mode == 0o644 } else { false } })
+        let b = try await devices.open("b")
+        #expect(try b.attributes(of: b.id("old")).mode == 0o644)
         await a.stop()
         await b.stop()
     }

@@ -19,7 +19,7 @@ struct PackedChunksTests {
         let pack = Pack([(ChunkHash(of: Data("x".utf8)), Data("x".utf8)), (ChunkHash(of: Data("yy".utf8)), Data("yy".utf8))])
         var commit = Commit(commitID: "p", device: "d", deviceID: "d", time: .zero, ops: [])
         commit.packs = [PackRecord(id: pack.id, chunks: pack.chunks)]
-        let key = try BlobKey("\(devices.container)/journal/" + String(format: "%020d", a.head + 1))
+        let key = try devices.journalKey(a.head + 1)
         try await devices.store.putIfAbsent(key, data: JournalCoding.encode(commit, as: .binary))
         try await a.pull()
         let expected = Dictionary(uniqueKeysWithValues: pack.chunks.map {
@@ -52,7 +52,7 @@ struct PackedChunksTests {
         }
         try await a.push()
         let entry = try await devices.store.get(
-            try BlobKey("\(devices.container)/journal/" + String(format: "%020d", inFirstEntry ? 1 : 2)),
+            try devices.journalKey(inFirstEntry ? 1 : 2),
             maximumSize: 1 << 20)
         #expect((entry.first == UInt8(ascii: "{")) == inFirstEntry)
         #expect((1...4).contains(try JournalCoding.decode(entry).packs.count))

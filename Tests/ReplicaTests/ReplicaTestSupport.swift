@@ -30,6 +30,20 @@ struct Devices {
 
     func remove() { folder.remove() }
 
+    /// The store key of journal entry `seq`.
+    func journalKey(_ seq: UInt64) throws -> BlobKey {
+        try BlobKey("\(container)/journal/" + String(format: "%020d", seq))
+    }
+
+    /// Every operation of journal entries 1 through `head`, in order.
+    func journalOperations(upTo head: UInt64) async throws -> [ItemOperation] {
+        var ops: [ItemOperation] = []
+        for seq in 1...head {
+            ops += try JournalCoding.decode(try await store.get(journalKey(seq), maximumSize: 1 << 24)).ops
+        }
+        return ops
+    }
+
     /// Writes files `f0`, `f1`, ... with `content(index)` on `device`; returns them by name.
     func writeFiles(
         _ count: Int, on device: Replica, content: (Int) -> Data

@@ -90,6 +90,27 @@ struct StateDatabaseTests {
         #expect(tree.item(ItemID("none"))?.history == nil)
     }
 
+    @Test("migration v11 keeps every node number, and the table takes new ones in order")
+    func migrationKeepsNodeNumbers() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        let path = folder.path + "/state.db"
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try StateDatabase.migrator.migrate(queue, upTo: "v10 packed chunks")
+            try queue.write { db in
+                for (number, id) in [(1, "root"), (2, "a"), (7, "b")] {
+                    try db.execute(sql: "INSERT INTO inode (ino, id) VALUES (?, ?)", arguments: [number, id])
+                }
+            }
+        }
+        let database = try StateDatabase(path: path, logger: quietLogger)
+        try database.write { db in try database.saveInodes([(8, ItemID("c")), (2, ItemID("a"))], db) }
+        let numbers = try database.pool.read { db in try database.loadInodes(db) }.sorted { $0.0 < $1.0 }
+        #expect(numbers.map(\.0) == [1, 2, 7, 8])
+        #expect(numbers.map(\.1) == [ItemID.root, ItemID("a"), ItemID("b"), ItemID("c")])
+    }
+
     @Test("makeDurable syncs the log only when something committed since it last did, whichever way it was written")
     func makeDurableSkipsAnUnchangedLog() throws {
         let folder = TemporaryDirectory()
