@@ -33,7 +33,7 @@ public final class Replica: Sendable {
     /// So nothing that runs on the database's writer queue (an `asyncWrite` completion, a
     /// `writeSoon` closure) may take `state`: a writer waiting for it while `state` waits for
     /// the writer is a deadlock. Such completions hop to another thread first.
-    let state: Mutex<ReplicaState>
+    let state: MeasuredMutex<ReplicaState>
     let fileLocks = FileLocks()
     let syncLock = AsyncLock()
     let wakeup = WakeupSignal()
@@ -125,7 +125,7 @@ public final class Replica: Sendable {
                 Replica.findUnstagedChunks(&state, files, chunker)
                 return (state, deviceID!)
             }
-            state = Mutex(loaded.0)
+            state = MeasuredMutex(loaded.0)
             deviceID = loaded.1
         } catch {
             throw ReplicaError.wrapping(error)
@@ -262,6 +262,7 @@ public final class Replica: Sendable {
         } catch {
             logger.error("cannot record the last changes in \(files.databasePath): \(error)")
         }
+        if LockStatistics.enabled { logger.notice("\(LockStatistics.table())") }
         cacheLock.release()
     }
 }

@@ -80,3 +80,21 @@ test_quick_remount_waits_for_the_stopping_daemon() {
     assert_eq "$(ls "$T/a" | sort | tr '\n' ' ')" "big6 testfile "
     fails grep -iE "error|conflict|exists already" "$T/cache-a/icloudfs.log"
 }
+
+# ICLOUDFS_LOCK_STATISTICS=1 (docs/ARCHITECTURE.md "Measuring the state lock"): at unmount
+# the daemon logs the state lock's holds by call site; without it, nothing.
+test_lock_statistics_are_logged_at_unmount() {
+    ICLOUDFS_LOCK_STATISTICS=1 mount_device a
+    mount_device b
+    for i in $(seq 1 20); do echo "$i" > "$T/a/f$i"; done
+    umount "$T/a"
+    eventually "grep -q 'unmounted $T/a' '$T/cache-a/icloudfs.log'"
+    grep -A40 "state lock, by call site" "$T/cache-a/icloudfs.log" > "$T/table"
+    head -5 "$T/table"
+    # Each new file's create took the lock once at its call site.
+    awk '/Replica\+Metadata\.swift:[0-9]+ uses=/ { split($0, f, "uses="); if (f[2] + 0 >= 20) found = 1 } END { exit !found }' "$T/table"
+    grep -qE "held_us=[0-9]+ longest_us=[0-9]+ waited_us=[0-9]+" "$T/table"
+    umount "$T/b"
+    eventually "grep -q 'unmounted $T/b' '$T/cache-b/icloudfs.log'"
+    fails grep -q "state lock" "$T/cache-b/icloudfs.log"
+}
