@@ -836,6 +836,12 @@ class Bench:
         self.passthrough_hp = None  # what passthrough_hp was found (for the report), once looked for
         self.appender = None        # appender.c, compiled when W13 first runs
         self.started = datetime.datetime.now(datetime.timezone.utc)
+        # The commit Scripts/bench just built: HEAD may move while a run of an hour goes on.
+        try:
+            self.commit = subprocess.run(["git", "-C", self.args.repo, "rev-parse", "--short", "HEAD"],
+                                         capture_output=True, text=True).stdout.strip()
+        except Exception:
+            self.commit = ""
 
     def wants(self, key):
         """Whether the row `key` runs: --only names it (or nothing), and --stores names its store."""
@@ -1727,14 +1733,9 @@ def write_outputs(bench, interrupted=False, partial=False):
         if key in bench.extras:
             entry["extra"] = bench.extras[key]
         workloads[key] = entry
-    try:
-        git = subprocess.run(["git", "-C", bench.args.repo, "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True).stdout.strip()
-    except Exception:
-        git = ""
     result = {
         "date": bench.started.strftime("%Y-%m-%d %H:%M UTC"),
-        "icloudfs_commit": git,
+        "icloudfs_commit": bench.commit,
         "quick": bench.quick,
         "interrupted": interrupted,
         "repetitions": bench.reps,
