@@ -74,16 +74,7 @@ extension Tree {
     /// create's.
     mutating func setQueuedCreate(_ op: ItemOperation.Create) {
         guard var item = items[op.id] else { return }
-        if item.kind == .file {
-            item.size = op.content.size
-            item.chunks = op.content.chunks
-        }
-        item.mtime = op.mtime
-        item.mode = op.mode & 0o7777
-        item.owner = Tree.stored(op.owner)
-        item.xattrs = Tree.storedAttributes(op.xattrs)
-        item.atime = op.atime
-        item.ctime = op.ctime
+        item.describe(as: op)
         store(item)
     }
 
@@ -118,14 +109,11 @@ extension Tree {
         let parent = livingFolder(op.parent, &fold)
         var item = Item(
             id: op.id, parent: parent, name: freeName(op.name, in: parent, for: op.id),
-            kind: op.kind, mode: op.mode & 0o7777, mtime: op.mtime, size: op.content.size,
-            chunks: op.content.chunks, target: op.target, xattrs: Tree.storedAttributes(op.xattrs),
+            kind: op.kind, mode: 0, mtime: op.mtime, target: op.target,
             version: fold.seq, contentVersion: fold.seq, isContentPending: op.contentPending == true,
-            owner: Tree.stored(op.owner),
             device: op.kind == .characterDevice || op.kind == .blockDevice ? op.device ?? 0 : nil,
             linkedItem: op.kind == .hardLink ? op.linkedItem : nil)
-        item.atime = op.atime
-        item.ctime = op.ctime
+        item.describe(as: op)
         if item.kind == .file { item.madeBy(fold.commit) }
         if item.name != op.name { fold.note("\(op.name) exists; created as \(item.name)") }
         if let linked = item.linkedItem, !isLive(linked) {
@@ -434,5 +422,20 @@ extension Item {
             seq: contentVersion, time: contentTime ?? mtime, device: contentDevice ?? "", size: size, chunks: chunks,
             replaced: time)
         history = (history ?? []) + [past]
+    }
+}
+
+extension Item {
+    /// What a create says of its item besides its place and versions: set when the item is
+    /// made, and again when a fold rewrites its still-queued create (`setQueuedCreate`).
+    fileprivate mutating func describe(as op: ItemOperation.Create) {
+        mode = op.mode & 0o7777
+        mtime = op.mtime
+        size = op.content.size
+        chunks = op.content.chunks
+        xattrs = Tree.storedAttributes(op.xattrs)
+        owner = Tree.stored(op.owner)
+        atime = op.atime
+        ctime = op.ctime
     }
 }

@@ -31,7 +31,7 @@ final class MeasuredMutex<Value: ~Copyable>: Sendable {
     }
 }
 
-/// What `MeasuredMutex`es recorded since the process started (or since `reset`).
+/// What `MeasuredMutex`es recorded since the process started.
 enum LockStatistics {
     /// Read once from the environment; tests switch it.
     private static let switchedOn = Atomic<Bool>(
@@ -74,9 +74,6 @@ enum LockStatistics {
         totals.withLock { $0 }
     }
 
-    static func reset() {
-        totals.withLock { $0 = [:] }
-    }
 
     /// The sites that held the lock longest in all, one line each: `file:line uses held
     /// longest waited` (times in microseconds).

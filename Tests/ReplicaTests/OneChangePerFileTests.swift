@@ -76,10 +76,7 @@ struct AttributesFoldIntoCreateTests {
         let devices = Devices()
         defer { devices.remove() }
         let a = try await devices.open("a")
-        let id = try a.makeFile("f", in: .root, mode: 0o600).id
-        let file = try await a.open(id, write: true, truncate: false)
-        try a.write(file, offset: 0, data: Data("tarred".utf8))
-        try a.close(file)
+        let id = try await a.writeFile("f", Data("tarred".utf8))
         let past = Timestamp(seconds: 1_600_000_000, nanoseconds: 0)
         _ = try a.setOwner(id, to: Owner(uid: 1000, gid: 100))
         _ = try a.setAttributes(id, mode: 0o644)
@@ -112,10 +109,7 @@ struct FoldedQueueRecordTests {
         let devices = Devices()
         defer { devices.remove() }
         var a = try await devices.open("a")
-        let id = try a.makeFile("f", in: .root, mode: 0o600).id
-        let file = try await a.open(id, write: true, truncate: false)
-        try a.write(file, offset: 0, data: Data("folded".utf8))
-        try a.close(file)
+        let id = try await a.writeFile("f", Data("folded".utf8))
         _ = try a.setAttributes(id, mode: 0o640)
         try await a.writeFile("g", Data("queued after".utf8))
         #expect(a.pendingChangeCount == 2)
