@@ -195,9 +195,22 @@ public struct Tree: Sendable {
 
     mutating func store(_ item: Item) {
         if let old = items[item.id] {
+            // Most stores change times, modes or content (a folder's times at each new name
+            // in it): the indexes stay as they are.
+            if Self.sameIndexKeys(old, item) {
+                items[item.id] = item
+                return
+            }
             removeFromIndexes(old)
         }
         insertIntoIndexes(item)
+    }
+
+    /// Whether `a` and `b` sit in the same places of every index (`insertIntoIndexes`).
+    private static func sameIndexKeys(_ a: Item, _ b: Item) -> Bool {
+        a.parent == b.parent && a.name == b.name && a.deleted == b.deleted && a.kind == b.kind
+            && a.conflictOf == b.conflictOf && a.linkedItem == b.linkedItem
+            && a.isContentPending == b.isContentPending && (!a.isContentPending || a.contentVersion == b.contentVersion)
     }
 
     /// Takes `id` out of the tree altogether (a tombstone the retention period no longer keeps).

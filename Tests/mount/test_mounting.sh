@@ -98,3 +98,19 @@ test_lock_statistics_are_logged_at_unmount() {
     eventually "grep -q 'unmounted $T/b' '$T/cache-b/icloudfs.log'"
     fails grep -q "state lock" "$T/cache-b/icloudfs.log"
 }
+
+test_request_costs_are_logged_at_unmount() {
+    ICLOUDFS_REQUEST_COSTS=1 mount_device a
+    mount_device b
+    for i in $(seq 1 20); do echo "$i" > "$T/a/f$i"; done
+    umount "$T/a"
+    eventually "grep -q 'unmounted $T/a' '$T/cache-a/icloudfs.log'"
+    grep -A20 "requests served, by kind" "$T/cache-a/icloudfs.log" > "$T/table"
+    head -5 "$T/table"
+    # Each new file was one create, served and charged.
+    awk '/^create count=/ { split($2, f, "="); if (f[2] + 0 >= 20) found = 1 } END { exit !found }' "$T/table"
+    grep -qE "^release count=[0-9]+ cpu_us=[0-9]+ mean_us=[0-9]+ most_us=[0-9]+" "$T/table"
+    umount "$T/b"
+    eventually "grep -q 'unmounted $T/b' '$T/cache-b/icloudfs.log'"
+    fails grep -q "requests served" "$T/cache-b/icloudfs.log"
+}

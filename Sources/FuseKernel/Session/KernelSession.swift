@@ -15,6 +15,8 @@ public final class KernelSession: Sendable {
     private let finished = DispatchGroup()
     /// Requests received, by opcode (what passthrough saves shows as reads not counted).
     private let received = Mutex([Int](repeating: 0, count: 64))
+    /// CPU time per kind of request, when `RequestCosts.enabled`.
+    private let costs = RequestCosts()
     /// Each request logged as it arrives (`-o debug`).
     private let traceRequests: Bool
 
@@ -47,6 +49,9 @@ public final class KernelSession: Sendable {
         workers.withLock { $0.count = 1 }
         work()
         finished.wait()
+        if RequestCosts.enabled {
+            KernelLog.logger.notice("requests served, by kind (thread CPU time, costliest first):\n\(costs.table())")
+        }
         signals.cancel()
         // Unmounting also ends a mount whose loop stopped for another reason.
         KernelMount.unmount(mountPoint)
@@ -114,7 +119,7 @@ public final class KernelSession: Sendable {
         case .destroy:
             request(for: incoming).ok()
         default:
-            fileSystem.serve(request(for: incoming), incoming.operation)
+            costs.measure(incoming.opcode) { fileSystem.serve(request(for: incoming), incoming.operation) }
         }
     }
 
