@@ -63,6 +63,7 @@ let package = Package(
             name: "ContainerFormat",
             dependencies: [
                 "BlobStore",
+                "CLinux",
                 "SyncAttributes",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

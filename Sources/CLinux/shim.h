@@ -21,6 +21,8 @@ ssize_t copy_file_range(int infd, __off64_t *pinoff, int outfd, __off64_t *pouto
 int fallocate(int fd, int mode, __off64_t offset, __off64_t len);
 #define ICLOUDFS_FALLOC_FL_KEEP_SIZE 0x01
 #define ICLOUDFS_FALLOC_FL_PUNCH_HOLE 0x02
+// getrandom (sys/random.h, not in the module): the kernel's random bytes, many per call.
+ssize_t getrandom(void *buf, size_t buflen, unsigned int flags);
 #include <stdint.h>
 // libFuzzer's driver (compiler-rt, LLVM 11+), for the fuzz build's own entry point
 // (Tests/Fuzz/Main): declared here only, linked only with -sanitize=fuzzer.

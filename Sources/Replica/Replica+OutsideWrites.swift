@@ -85,21 +85,16 @@ extension Replica {
         return try attributes(of: id)
     }
 
-    /// `refreshOutsideWritten` if the kernel is writing `id` (not `always`: what changed).
+    /// `refreshOutsideWritten` if the kernel is writing `id`.
     func refreshIfWrittenOutside(_ id: ItemID) {
-        if state.withLock({ $0.outsideWriters[id] != nil }) { refreshOutsideWritten(id, always: false) }
+        if state.withLock({ $0.outsideWriters[id] != nil }) { refreshOutsideWritten(id) }
     }
 
     /// Takes the local copy of `id`, written by the kernel, as it is now: its size, every
     /// byte present and changed (chunked anew from end to end: the replica saw none of the
     /// writes), and its modification time if the kernel wrote it. `descriptor`: the content
-    /// file, if the caller has it open. Unless `always`, a copy whose size and modification
-    /// time are what the last look recorded is left as recorded: `stat` and each `setattr`
-    /// of a file being written look (tar sets three attributes on each file it makes),
-    /// and a look that rewrites the record each time costs more than the `fstat`. (The
-    /// kernel gives a write after an `fstat` a new, fine-grained time; a commit and the
-    /// last writer's end look `always`.)
-    func refreshOutsideWritten(_ id: ItemID, through descriptor: FileDescriptor? = nil, always: Bool = true) {
+    /// file, if the caller has it open.
+    func refreshOutsideWritten(_ id: ItemID, through descriptor: FileDescriptor? = nil) {
         // Opened by path only when no writer's descriptor is known (each stays open while
         // its writer is recorded, so one read under the lock is safe to use under it).
         let opened =
@@ -118,12 +113,6 @@ extension Replica {
             let size = UInt64(max(0, info.st_size))
             let modified = Timestamp(
                 clamping: Int64(info.st_mtim.tv_sec), nanoseconds: UInt32(clamping: info.st_mtim.tv_nsec))
-            if !always, let record = state.content[id], record.dirty, record.size == size,
-                record.present == ByteRanges([0..<size]), state.changedSinceClean[id] == nil,
-                state.outsideWriters[id]?.lastSeenModified == modified
-            {
-                return
-            }
             var record = recordBeforeWrite(id, &state)
             record.size = size
             record.present = ByteRanges([0..<size])

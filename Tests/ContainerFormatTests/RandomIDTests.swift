@@ -34,6 +34,15 @@ struct ItemIDShapeTests {
         #expect(seen.count == 100_000)
         #expect(symbols.count == 62)  // every symbol turns up: none is left out by the mapping
     }
+
+    @Test("ids made on eight threads at once do not repeat (one buffer of random bytes serves them all)")
+    func concurrent() async {
+        let batches = await withTaskGroup(of: [ItemID].self) { group in
+            for _ in 0..<8 { group.addTask { (0..<20_000).map { _ in RandomID.makeItemID() } } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(Set(batches.joined()).count == 160_000)
+    }
 }
 
 struct CompactItemTests {
