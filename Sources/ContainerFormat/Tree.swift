@@ -208,7 +208,9 @@ public struct Tree: Sendable {
 
     /// Whether `a` and `b` sit in the same places of every index (`insertIntoIndexes`).
     private static func sameIndexKeys(_ a: Item, _ b: Item) -> Bool {
-        a.parent == b.parent && a.name == b.name && a.deleted == b.deleted && a.kind == b.kind
+        // Names by their bytes, as the name index keys them (`NameKey`): a rename from NFC to
+        // NFD changes the key though the strings are equal.
+        a.parent == b.parent && a.name.hasSameBytes(as: b.name) && a.deleted == b.deleted && a.kind == b.kind
             && a.conflictOf == b.conflictOf && a.linkedItem == b.linkedItem
             && a.isContentPending == b.isContentPending && (!a.isContentPending || a.contentVersion == b.contentVersion)
     }

@@ -20,6 +20,18 @@ struct HostileInputTests {
         #expect(Set(names.map { Array($0.utf8) }) == [Array(nfc.utf8), Array(nfd.utf8)])
     }
 
+    @Test("a rename from one normalization of a name to the other moves the item in the name index")
+    func renameBetweenNormalizations() {
+        var journal = Journal()
+        let nfc = "caf\u{E9}"
+        let nfd = "cafe\u{301}"
+        journal.commit("a", [file("1", nfc, "one")])
+        journal.commit("a", [.move(.init(id: ItemID("1"), base: 1, parent: .root, name: nfd))])
+        #expect(journal.tree.child(named: nfd, in: .root)?.id == ItemID("1"))
+        #expect(journal.tree.child(named: nfc, in: .root) == nil)
+        #expect(journal.names().map { Array($0.utf8) } == [Array(nfd.utf8)])
+    }
+
     @Test("conflict copies at any time, even the limits of Int64, get a name and never trap")
     func conflictTimesAtTheLimits() {
         for seconds in [Int64.min, Int64.min + 86_399, -1, Int64.max] {
