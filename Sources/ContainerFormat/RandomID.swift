@@ -59,11 +59,9 @@ public enum RandomID {
                         if got > 0 {
                             filled += got
                         } else if got < 0 && errno != EINTR {
-                            // No getrandom (a kernel before 3.17): the generator, 8 bytes a call.
+                            // No getrandom (a kernel before 3.17): the generator, a call a byte.
                             var generator = SystemRandomNumberGenerator()
-                            for offset in stride(from: filled, to: raw.count - 7, by: 8) {
-                                raw.storeBytes(of: generator.next() as UInt64, toByteOffset: offset, as: UInt64.self)
-                            }
+                            for offset in filled..<raw.count { raw[offset] = generator.next() }
                             filled = raw.count
                         }
                     }
