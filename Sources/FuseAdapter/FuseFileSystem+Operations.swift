@@ -87,7 +87,9 @@ extension FuseFileSystem {
             mode != nil || mtime != nil || atime != nil || ctime != nil
             ? try replica.setAttributes(item, mode: mode, mtime: mtime, atime: atime, ctime: ctime)
             : try replica.attributes(of: item)
-        request.attributes(stat(of: attributes, node: inode), timeout: attributeTimeout)
+        // Setting times looks at the local copy first (`Replica.setAttributes`).
+        let refreshed = mtime != nil || ctime != nil
+        request.attributes(stat(of: attributes, node: inode, refreshed: refreshed), timeout: attributeTimeout)
     }
 
     /// What Linux does to a file written, truncated or given away by a caller without

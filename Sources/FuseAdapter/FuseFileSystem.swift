@@ -34,11 +34,13 @@ public final class FuseFileSystem: KernelFileSystem {
     func node(_ id: ItemID) -> UInt64 { numbers.number(of: id) }
 
     /// What `stat` shows of an item whose node is `node`.
-    func stat(of attributes: ItemAttributes, node: UInt64) -> stat {
+    /// `refreshed`: `attributes` were taken after the replica looked at the local copy
+    /// (`setAttributes` with times does), so a file the kernel writes needs no second look.
+    func stat(of attributes: ItemAttributes, node: UInt64, refreshed: Bool = false) -> stat {
         var attributes = attributes
         // While the kernel writes the file itself (passthrough), the replica learns its size
         // and times from the local copy, now.
-        if attributes.kind == .file, passthroughs.isWritten(node),
+        if !refreshed, attributes.kind == .file, passthroughs.isWritten(node),
             let current = try? replica.refreshedAttributes(of: attributes.id)
         {
             attributes = current
