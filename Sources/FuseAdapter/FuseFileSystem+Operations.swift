@@ -99,16 +99,14 @@ extension FuseFileSystem {
     /// Returns whether the mode changed.
     @discardableResult
     func dropSetIDBits(_ item: ItemID) throws -> Bool {
-        let attributes = try replica.attributes(of: item)
+        let (kind, current, hasCapability) = try replica.modeAndPresence(of: Self.fileCapability, in: item)
         // Any kind but a folder, as Linux (a FIFO or device file given away loses them too).
-        guard attributes.kind != .folder, attributes.kind != .symlink else { return false }
-        let mode = attributes.mode & 0o7777
+        guard kind != .folder, kind != .symlink else { return false }
+        let mode = current & 0o7777
         var kept = mode & ~S_ISUID
         if kept & S_IXGRP != 0 { kept &= ~S_ISGID }
         if kept != mode { _ = try replica.setAttributes(item, mode: kept) }
-        if try replica.userAttribute(Self.fileCapability, of: item) != nil {
-            try replica.setUserAttribute(Self.fileCapability, of: item, to: nil)
-        }
+        if hasCapability { try replica.setUserAttribute(Self.fileCapability, of: item, to: nil) }
         return kept != mode
     }
 

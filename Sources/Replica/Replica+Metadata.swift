@@ -365,6 +365,16 @@ extension Replica {
 
     // MARK: - Stored extended attributes (`AttributeName`: user.* but user.icloud.*, and others)
 
+    /// An item's kind and mode and whether it has attribute `name`, in one look: what a file
+    /// written or given away must lose is decided from these (`FuseFileSystem.dropSetIDBits`,
+    /// twice per `chown`), and each is otherwise a lock and a full copy of the item.
+    public func modeAndPresence(of name: String, in id: ItemID) throws(ReplicaError) -> (kind: ItemKind, mode: UInt32, present: Bool) {
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.itemOfOpenHandle(id) else { throw .notFound }
+            return (item.kind, item.mode, item.xattrs[name] != nil)
+        }
+    }
+
     public func userAttribute(_ name: String, of id: ItemID) throws(ReplicaError) -> Data? {
         try state.withLock { state throws(ReplicaError) in
             guard let item = state.itemOfOpenHandle(id) else { throw .notFound }
