@@ -8,16 +8,10 @@ import Synchronization
 /// off when answered later), and logs the table when the mount ends
 /// (docs/ARCHITECTURE.md "Measuring the state lock"). Wall time would charge a request for
 /// the caller it wakes: on two cores the woken caller often runs on the worker's core.
-/// Off, it costs one relaxed load per request.
-public final class RequestCosts: Sendable {
-    /// Read once from the environment; tests switch it.
-    private static let switchedOn = Atomic<Bool>(
-        ProcessInfo.processInfo.environment["ICLOUDFS_REQUEST_COSTS"].map { $0 != "0" } ?? false)
-
-    public static var enabled: Bool {
-        get { switchedOn.load(ordering: .relaxed) }
-        set { switchedOn.store(newValue, ordering: .relaxed) }
-    }
+/// Off, it costs one branch per request.
+final class RequestCosts: Sendable {
+    /// Read once from the environment (a mount test switches it per daemon).
+    static let enabled = ProcessInfo.processInfo.environment["ICLOUDFS_REQUEST_COSTS"].map { $0 != "0" } ?? false
 
     struct Totals: Sendable {
         var count = 0
