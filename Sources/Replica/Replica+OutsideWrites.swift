@@ -95,15 +95,13 @@ extension Replica {
     /// writes), and its modification time if the kernel wrote it. `descriptor`: the content
     /// file, if the caller has it open.
     func refreshOutsideWritten(_ id: ItemID, through descriptor: FileDescriptor? = nil) {
-        // Opened by path only when no writer's descriptor is known (each stays open while
-        // its writer is recorded, so one read under the lock is safe to use under it).
-        let opened =
-            descriptor != nil || state.withLock({ $0.outsideWriters[id]?.descriptors.isEmpty == false })
-            ? nil : try? files.openContent(id, writable: false)
-        defer { try? opened?.close() }
+        // A writer's descriptor stays open while its writer is recorded: one read under the
+        // lock is safe to use under it. None: the last writer ended since the caller looked,
+        // and that end looked at the file (a look now, by name, would mark the file written
+        // again after its close had queued it, and nothing would queue it again).
         state.withLock { state in
-            guard let fd = descriptor?.rawValue ?? state.outsideWriters[id]?.descriptors.last ?? opened?.rawValue else {
-                return  // its last writer ended meanwhile: that end looked at it
+            guard let fd = descriptor?.rawValue ?? state.outsideWriters[id]?.descriptors.last else {
+                return
             }
             // Looked at under the lock: two refreshes at once (a commit's and a release's)
             // must not record the older look last (a file written between them was
