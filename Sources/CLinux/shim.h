@@ -21,6 +21,10 @@ ssize_t copy_file_range(int infd, __off64_t *pinoff, int outfd, __off64_t *pouto
 int fallocate(int fd, int mode, __off64_t offset, __off64_t len);
 #define ICLOUDFS_FALLOC_FL_KEEP_SIZE 0x01
 #define ICLOUDFS_FALLOC_FL_PUNCH_HOLE 0x02
+// open's O_TMPFILE (this bit with O_DIRECTORY) and linkat's AT_EMPTY_PATH, _GNU_SOURCE only:
+// the values of asm-generic (x86-64, arm64 and most others).
+#define ICLOUDFS_O_TMPFILE_BIT 020000000
+#define ICLOUDFS_AT_EMPTY_PATH 0x1000
 // getrandom (sys/random.h, not in the module): the kernel's random bytes, many per call.
 ssize_t getrandom(void *buf, size_t buflen, unsigned int flags);
 #include <stdint.h>

@@ -220,7 +220,7 @@ extension FuseFileSystem {
         answer(request) {
             let attributes = try replica.makeFile(
                 name, in: try id(parent), mode: mode & 0o7777, owner: request.owner, umask: umask(given))
-            let file = try replica.openWithoutDownload(attributes.id, write: true, truncate: false)
+            let file = try replica.openWithoutDownload(attributes.id, write: true, truncate: false, created: true)
             // Worked out before the kernel may write: a written file's attributes are read
             // from its local copy, which is empty yet (no second open and fstat of it).
             let created = entry(attributes, parent: parent, name: name)

@@ -18,10 +18,17 @@ struct LocalFiles: Sendable {
     /// The chunks copied aside, known without a syscall: most chunks never are, and an
     /// upload or an unstage asked the disk for each (an open and an unlink failing per file).
     private let staged: StagedHashes
+    /// New files' cache files, made ahead (caches with two-letter folders make those on first
+    /// use, which a name given later could not count on: they make every file by name).
+    private let newFiles: NewContentFiles
 
     init(root: String) throws {
         self.root = root
-        contentFolderLetters = try LocalFiles.prepareContentFolders(in: root)
+        let letters = try LocalFiles.prepareContentFolders(in: root)
+        contentFolderLetters = letters
+        newFiles = NewContentFiles(folder: "\(root)/content", enabled: letters == 1) {
+            LocalFiles.contentPath($0, root: root, letters: letters)
+        }
         for folder in ["staged", "tmp"] {
             try FileManager.default.createDirectory(atPath: "\(root)/\(folder)", withIntermediateDirectories: true)
         }
@@ -82,21 +89,38 @@ struct LocalFiles: Sendable {
     /// The space the content file of `id` takes on the cache disk (its blocks: holes take
     /// none), or nil if it cannot be measured.
     func spaceTaken(byContentOf id: ItemID) -> UInt64? {
+        try? newFiles.name(id)
         var info = stat()
         guard stat(contentPath(id), &info) == 0 else { return nil }
         return UInt64(max(info.st_blocks, 0)) * 512
     }
 
     func contentPath(_ id: ItemID) -> String {
-        "\(root)/content/\(id.rawValue.prefix(contentFolderLetters))/\(id.rawValue)"
+        LocalFiles.contentPath(id, root: root, letters: contentFolderLetters)
+    }
+
+    private static func contentPath(_ id: ItemID, root: String, letters: Int) -> String {
+        "\(root)/content/\(id.rawValue.prefix(letters))/\(id.rawValue)"
     }
 
     func stagedPath(_ hash: ChunkHash) -> String {
         "\(root)/staged/\(hash.hex.prefix(2))/\(hash.hex)"
     }
 
+    /// The content file of a file just created, empty: one made ahead if there is one.
+    func openNewContent(_ id: ItemID) throws -> FileDescriptor {
+        try newFiles.take(for: id) ?? openContent(id, writable: true)
+    }
+
+    /// Gives the content files of new files their names: before the state database records
+    /// anything (see `NewContentFiles`).
+    func nameNewContent() throws {
+        try newFiles.nameAll()
+    }
+
     /// Opens (creating if needed) the content file of `id`.
     func openContent(_ id: ItemID, writable: Bool) throws -> FileDescriptor {
+        try newFiles.name(id)
         let path = contentPath(id)
         do {
             return try FileDescriptor.open(
@@ -112,6 +136,7 @@ struct LocalFiles: Sendable {
     }
 
     func removeContent(_ id: ItemID) {
+        newFiles.discard(id)
         unlink(contentPath(id))
         namesSynced.remove(id)  // a new file of that name is a new name
     }
@@ -121,6 +146,12 @@ struct LocalFiles: Sendable {
     func startSyncingContent(_ id: ItemID) -> ContentFlush {
         let flush = ContentFlush()
         let path = contentPath(id)
+        do {
+            try newFiles.name(id)
+        } catch {
+            flush.finish((error as? Errno)?.rawValue ?? EIO)
+            return flush
+        }
         DispatchQueue.global().async {
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             let failure = fd < 0 ? errno : (fsync(fd) == 0 ? 0 : errno)

@@ -68,14 +68,17 @@ extension Replica {
     }
 
     /// `open` when nothing needs downloading first (see `needsDownloadToOpen`, or a file just
-    /// created): answers at once, on the caller's thread.
-    public func openWithoutDownload(_ id: ItemID, write: Bool, truncate: Bool) throws(ReplicaError) -> OpenFile {
+    /// created): answers at once, on the caller's thread. `created`: the file `makeFile` just
+    /// made, whose cache file can be one made ahead (`LocalFiles.openNewContent`).
+    public func openWithoutDownload(
+        _ id: ItemID, write: Bool, truncate: Bool, created: Bool = false
+    ) throws(ReplicaError) -> OpenFile {
         let kind = state.withLock { ($0.view.liveItem(id) ?? $0.anonymousFiles[id])?.kind }
         guard let kind else { throw .notFound }
         guard kind == .file else { throw kind == .folder ? .isAFolder : .invalidArgument("not a file") }
         let fd: FileDescriptor
         do {
-            fd = try files.openContent(id, writable: true)
+            fd = try created ? files.openNewContent(id) : files.openContent(id, writable: true)
         } catch {
             throw .localFailure("cannot open the cache file of \(id)", error)
         }
@@ -687,9 +690,13 @@ extension Replica {
                     retry = min(retry * 2, .seconds(1))
                     continue
                 }
-                guard case .notFound = error, state.withLock({ $0.view.item(id)?.isContentPending == true }) else {
-                    throw error
+                guard case .notFound = error else { throw error }
+                let (pending, movedMeanwhile) = state.withLock { state in
+                    (state.view.item(id)?.isContentPending == true, state.device.synced.packedChunks[ref.hash] != packed)
                 }
+                // The entry saying where the chunks went may have landed since the look-up above.
+                if movedMeanwhile { continue }
+                guard pending else { throw error }
                 guard ContinuousClock.now < deadline else {
                     throw ReplicaError.contentNotUploaded(
                         "the device that wrote this file has not finished uploading it "

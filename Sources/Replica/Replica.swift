@@ -67,7 +67,9 @@ public final class Replica: Sendable {
             let store = configuration.offline ? UnreachableStore(location: store.location) : store
             container = try ContainerStore(store: store, container: configuration.container)
             files = try LocalFiles(root: configuration.cacheDirectory)
-            database = try StateDatabase(path: files.databasePath, logger: logger) { [files] in files.releaseReserve() }
+            database = try StateDatabase(
+                path: files.databasePath, logger: logger, freeSpareSpace: { [files] in files.releaseReserve() },
+                beforeEachCommit: { [files] in try files.nameNewContent() })
         } catch {
             throw ReplicaError.wrapping(error)
         }
@@ -259,6 +261,7 @@ public final class Replica: Sendable {
         await task?.value
         do {
             try database.flush()
+            try files.nameNewContent()  // new files whose records committed before they were taken
         } catch {
             logger.error("cannot record the last changes in \(files.databasePath): \(error)")
         }

@@ -24,6 +24,50 @@ struct CacheLayoutTests {
         #expect(folders(devices, "a") == made)  // no folder made per file
     }
 
+    @Test("a created file takes a cache file made ahead with no name, and has its name once the create is recorded")
+    func newFileTakesASpare() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let a = try await devices.open("a")
+        // The spares, made in the background: open nameless files in the content folder.
+        let content = devices.folder.sub("cache-a/content")
+        var spares: Set<UInt64> = []
+        for _ in 0..<200 where spares.isEmpty {
+            try await Task.sleep(for: .milliseconds(10))
+            spares = Self.namelessFiles(in: content)
+        }
+        #expect(!spares.isEmpty)
+        let attributes = try a.makeFile("new.txt", in: .root, mode: 0o644)
+        let file = try a.openWithoutDownload(attributes.id, write: true, truncate: false, created: true)
+        let data = Data("written before it had a name".utf8)
+        let wrote = try a.write(file, offset: 0, count: data.count) { fd in
+            data.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        }
+        #expect(wrote == data.count)
+        try a.sync(file)  // records the create: the file is named first
+        let path = "\(content)/\(attributes.id.rawValue.prefix(1))/\(attributes.id.rawValue)"
+        var info = stat()
+        #expect(stat(path, &info) == 0)
+        #expect(spares.contains(UInt64(info.st_ino)))
+        try a.close(file)
+        await a.stop()
+        let again = try await devices.open("a")
+        #expect(try await again.readFile("new.txt") == data)
+        await again.stop()
+    }
+
+    /// Inode numbers of the files this process holds open in `folder` that have no name.
+    private static func namelessFiles(in folder: String) -> Set<UInt64> {
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return Set(descriptors.compactMap { fd -> UInt64? in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)"),
+                target.hasPrefix("\(folder)/#")
+            else { return nil }
+            var info = stat()
+            return fstat(Int32(fd) ?? -1, &info) == 0 ? UInt64(info.st_ino) : nil
+        })
+    }
+
     @Test("a cache made with two-letter content folders keeps them, and its files stay readable after a restart")
     func earlierCache() async throws {
         let devices = Devices()
