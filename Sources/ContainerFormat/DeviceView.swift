@@ -266,6 +266,10 @@ public struct DeviceView: Sendable {
         }
     }
 
+    /// The commit id of a queued change folded into the view: the fold does not read it, and
+    /// one made per change (`local-N`) cost a string per create.
+    private static let speculativeCommitID = "local"
+
     @discardableResult
     private mutating func applySpeculatively(_ change: LocalChange, at virtualSeq: UInt64) -> FoldOutcome {
         // Locally the device's own change wins: it is shown as made, whatever arrived since.
@@ -276,7 +280,7 @@ public struct DeviceView: Sendable {
             op.base == nil ? op : op.withBase(view.item(op.itemID).flatMap(view.resolved)?.contentVersion ?? 0)
         }
         let commit = Commit(
-            commitID: "local-\(change.localID)", device: device, deviceID: "", time: change.time, ops: ops)
+            commitID: DeviceView.speculativeCommitID, device: device, deviceID: "", time: change.time, ops: ops)
         let outcome = view.apply(commit, seq: virtualSeq)
         speculativelyChanged.formUnion(outcome.changed)
         for op in ops {

@@ -37,6 +37,13 @@ struct ItemTable: Sendable {
         }
     }
 
+    /// Changes the item `id` where it is stored (no copy of it in and out); false if there is
+    /// none or `body` said it changed nothing. Only for fields no index keys (see `Tree.store`).
+    mutating func modify(_ id: ItemID, _ body: (inout Item) -> Bool) -> Bool {
+        guard let position = positions[id] else { return false }
+        return body(&slots[Int(position)]!)
+    }
+
     var count: Int { positions.count }
 
     /// Every item, in no order.

@@ -321,12 +321,15 @@ extension Tree {
     /// change times move (a create's time is its `mtime`; a move or delete of format 1
     /// carries no time and moves nothing).
     private mutating func touchFolder(_ folder: ItemID, at time: Timestamp, _ fold: inout Fold) {
-        guard var item = items[folder], item.kind == .folder, !item.deleted else { return }
-        item.mtime = time
-        item.ctime = time
-        item.version = fold.seq
-        store(item)
-        fold.outcome.changed.insert(folder)
+        // In place: times and versions key no index, and every create touches its folder.
+        let touched = items.modify(folder) { item in
+            guard item.kind == .folder, !item.deleted else { return false }
+            item.mtime = time
+            item.ctime = time
+            item.version = fold.seq
+            return true
+        }
+        if touched { fold.outcome.changed.insert(folder) }
     }
 
     /// An owner as items hold it: 0 and 0 as nil, so that every device (and every

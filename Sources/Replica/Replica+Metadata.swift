@@ -305,7 +305,7 @@ extension Replica {
     /// it is queued with its content at the next commit, as modes and times are.
     public func setOwner(_ id: ItemID, to owner: Owner) throws(ReplicaError) -> ItemAttributes {
         try state.withLock { state throws(ReplicaError) in
-            guard let item = state.liveItem(id) ?? state.anonymousFiles[id] else { throw .notFound }
+            guard let item = state.liveOrAnonymousItem(id) else { throw .notFound }
             if state.content[id]?.dirty == true {
                 state.dirtyOwner[id] = owner
                 state.dirtyCtime[id] = Timestamp.now()
@@ -315,7 +315,8 @@ extension Replica {
             } else if item.ownerOrRoot != owner {
                 enqueue([(.update(.init(id: id, base: 0, owner: owner)), nil)], &state)
             }
-            return attributes(state.itemOfOpenHandle(id)!, &state)
+            let changed = state.itemOfOpenHandle(id)!
+            return attributes(changed, &state)
         }
     }
 
@@ -396,7 +397,7 @@ extension Replica {
             throw .notSupported("this attribute cannot be stored")
         }
         try state.withLock { state throws(ReplicaError) in
-            guard let item = state.liveItem(id) ?? state.anonymousFiles[id] else { throw .notFound }
+            guard let item = state.liveOrAnonymousItem(id) else { throw .notFound }
             var xattrs = item.xattrs
             if value == nil && xattrs[name] == nil { throw .notFound }
             var mode: UInt32?
@@ -480,7 +481,9 @@ extension Replica {
                 state.content[id] = ContentRecord.empty.with(dirty: true)
             }
             enqueue([(op, nil)], &state, content: kind == .file ? [id] : [])
-            return attributes(state.liveItem(linkedItem ?? id)!, &state)
+            let shown = linkedItem ?? id  // not in the call: an argument with a closure copied the state
+            let made = state.liveItem(shown)!
+            return attributes(made, &state)
         }
     }
 

@@ -100,6 +100,13 @@ struct ReplicaState: Sendable {
         return withUnsavedWrites(item)
     }
 
+    /// `liveItem`, or an `O_TMPFILE` file's (not `?? anonymousFiles[id]` at the caller: the
+    /// `??`'s closure captured a copy of the whole state).
+    func liveOrAnonymousItem(_ id: ItemID) -> Item? {
+        if let item = liveItem(id) { return item }
+        return anonymousFiles[id]
+    }
+
     /// `liveItem`, or, for a file (or folder) removed while it is open here, the item it was: `fstat`,
     /// `ftruncate` and `lseek(SEEK_END)` on an open descriptor work as on a local disk.
     func itemOfOpenHandle(_ id: ItemID) -> Item? {
