@@ -132,9 +132,15 @@ final class NewContentFiles: Sendable {
         }
     }
 
+    /// Fails only where the name cannot be made (no room: retried with the next transaction,
+    /// which waits for it), not for a folder or a file in the way.
     private func link(_ fd: Int32, as target: String) throws {
         var failure = attemptLink(fd, target)
         if failure == EEXIST, unlink(target) == 0 {  // a leftover of that name: this file is newer
+            failure = attemptLink(fd, target)
+        }
+        // Its folder removed by hand: made again, as `LocalFiles.openContent` does.
+        if failure == ENOENT, mkdir((target as NSString).deletingLastPathComponent, 0o700) == 0 {
             failure = attemptLink(fd, target)
         }
         if failure != 0 { throw Errno(rawValue: failure) }
