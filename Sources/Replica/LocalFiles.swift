@@ -18,15 +18,14 @@ struct LocalFiles: Sendable {
     /// The chunks copied aside, known without a syscall: most chunks never are, and an
     /// upload or an unstage asked the disk for each (an open and an unlink failing per file).
     private let staged: StagedHashes
-    /// New files' cache files, made ahead (caches with two-letter folders make those on first
-    /// use, which a name given later could not count on: they make every file by name).
+    /// New files' cache files, made ahead with no name.
     private let newFiles: NewContentFiles
 
     init(root: String) throws {
         self.root = root
         let letters = try LocalFiles.prepareContentFolders(in: root)
         contentFolderLetters = letters
-        newFiles = NewContentFiles(folder: "\(root)/content", enabled: letters == 1) {
+        newFiles = NewContentFiles(folder: "\(root)/content") {
             LocalFiles.contentPath($0, root: root, letters: letters)
         }
         for folder in ["staged", "tmp"] {

@@ -35,16 +35,16 @@ final class NewContentFiles: Sendable {
 
     private struct Spares {
         var descriptors: [Int32] = []
-        var refilling = false
+        var refilling = true  // the first round starts with the mount
         /// The cache's filesystem makes no `O_TMPFILE` files: every create makes a named one.
-        var unsupported: Bool
+        var unsupported = false
     }
 
-    init(folder: String, enabled: Bool, path: @escaping @Sendable (ItemID) -> String) {
+    init(folder: String, path: @escaping @Sendable (ItemID) -> String) {
         self.folder = folder
         self.path = path
-        spares = Mutex(Spares(unsupported: !enabled))
-        if enabled { refillSoon() }
+        spares = Mutex(Spares())
+        maker.async { [self] in refill() }
     }
 
     deinit {
@@ -62,7 +62,7 @@ final class NewContentFiles: Sendable {
             if refill { spares.refilling = true }
             return (spare, refill)
         }
-        if refill { maker.async { [self] in self.refill() } }
+        if refill { maker.async { [self] in self.refill() } }  // off the create's path
         guard let spare else { return nil }
         let taker = fcntl(spare, F_DUPFD_CLOEXEC, 0)
         guard taker >= 0 else {
@@ -105,11 +105,6 @@ final class NewContentFiles: Sendable {
         }
     }
 
-    private func refillSoon() {
-        spares.withLock { $0.refilling = true }
-        maker.async { [self] in refill() }
-    }
-
     private func refill() {
         let wanted = NewContentFiles.kept - spares.withLock { $0.descriptors.count }
         var made: [Int32] = []
@@ -139,7 +134,8 @@ final class NewContentFiles: Sendable {
         if failure == EEXIST, unlink(target) == 0 {  // a leftover of that name: this file is newer
             failure = attemptLink(fd, target)
         }
-        // Its folder removed by hand: made again, as `LocalFiles.openContent` does.
+        // Its folder not made yet (a cache with two-letter folders makes them on first use) or
+        // removed by hand: made, as `LocalFiles.openContent` does.
         if failure == ENOENT, mkdir((target as NSString).deletingLastPathComponent, 0o700) == 0 {
             failure = attemptLink(fd, target)
         }

@@ -24,10 +24,16 @@ struct CacheLayoutTests {
         #expect(folders(devices, "a") == made)  // no folder made per file
     }
 
-    @Test("a created file takes a cache file made ahead with no name, and has its name once the create is recorded")
-    func newFileTakesASpare() async throws {
+    @Test(
+        "a created file takes a cache file made ahead with no name, and has its name once the create is recorded",
+        arguments: [1, 2])
+    func newFileTakesASpare(folderLetters: Int) async throws {
         let devices = Devices()
         defer { devices.remove() }
+        if folderLetters == 2 {  // a cache made before: its folders are made on first use
+            try FileManager.default.createDirectory(
+                atPath: devices.folder.sub("cache-a/content"), withIntermediateDirectories: true)
+        }
         let a = try await devices.open("a")
         // The spares, made in the background: open nameless files in the content folder.
         let content = devices.folder.sub("cache-a/content")
@@ -39,16 +45,18 @@ struct CacheLayoutTests {
         #expect(!spares.isEmpty)
         let attributes = try a.makeFile("new.txt", in: .root, mode: 0o644)
         let file = try a.openWithoutDownload(attributes.id, write: true, truncate: false, created: true)
-        // The folder its name goes in, removed by hand meanwhile: made again. (`rmdir`: if the
-        // database's thread named the file already, the folder stays, and so does the file.)
-        _ = rmdir("\(content)/\(attributes.id.rawValue.prefix(1))")
+        // The folder its name goes in, removed by hand meanwhile (or, with two letters, not made
+        // yet): made. (`rmdir`: if the database's thread named the file already, the folder
+        // stays, and so does the file.)
+        let folder = "\(content)/\(attributes.id.rawValue.prefix(folderLetters))"
+        _ = rmdir(folder)
         let data = Data("written before it had a name".utf8)
         let wrote = try a.write(file, offset: 0, count: data.count) { fd in
             data.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
         }
         #expect(wrote == data.count)
         try a.sync(file)  // records the create: the file is named first
-        let path = "\(content)/\(attributes.id.rawValue.prefix(1))/\(attributes.id.rawValue)"
+        let path = "\(folder)/\(attributes.id.rawValue)"
         var info = stat()
         #expect(stat(path, &info) == 0)
         #expect(spares.contains(UInt64(info.st_ino)))
