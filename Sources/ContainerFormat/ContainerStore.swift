@@ -43,6 +43,22 @@ public struct ContainerStore: Sendable {
         BlobKey(validated: "\(container)/journal/\(ContainerStore.padded(seq))")
     }
 
+    /// Where the key-value store's records are: `kv/SEQ`, appended as journal entries are.
+    public var keyValuePrefix: String { "\(container)/kv/" }
+
+    public func keyValueKey(_ seq: UInt64) -> BlobKey {
+        BlobKey(validated: keyValuePrefix + ContainerStore.padded(seq))
+    }
+
+    /// The seq of a key under `keyValuePrefix`, or nil if it is not a record's key.
+    public func keyValueSeq(of key: BlobKey) -> UInt64? {
+        let name = key.rawValue.dropFirst(keyValuePrefix.count)
+        guard key.rawValue.hasPrefix(keyValuePrefix), name.count == 20, let seq = UInt64(name),
+            seq > 0, seq <= ContainerStore.maximumSeq
+        else { return nil }
+        return seq
+    }
+
     func snapshotKey(_ seq: UInt64) -> BlobKey {
         BlobKey(validated: "\(container)/snapshots/\(ContainerStore.padded(seq))")
     }

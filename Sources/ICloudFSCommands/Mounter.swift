@@ -71,9 +71,16 @@ struct Mounter {
         configuration.folderAccessTimes = options.folderAccessTimes
         configuration.cacheOwner = "the mount at \(mountPoint)"
         let replica: Replica
+        let keyValues: KeyValueService
         do {
             let store = try StoreLocation.open(options.store)
             replica = try await Replica.open(configuration, store: store, logger: logger)
+            keyValues = try KeyValueService(
+                container: ContainerStore(store: store, container: container), device: configuration.deviceName,
+                deviceID: replica.deviceID, cacheDirectory: cache, pollInterval: options.poll, offline: options.offline,
+                logger: logger)
+        } catch let error as KeyValueService.Failure {
+            throw ExitMessage("cannot open the key-value store of \(container): \(error.message)")
         } catch let error as StoreError {
             throw ExitMessage("cannot open container \(container): \(error.message)")
         } catch let error as ReplicaError {
@@ -101,14 +108,15 @@ struct Mounter {
             throw ExitMessage("\(error)")
         }
         replica.start()
-        // The commands' channel (deleted, gc, monitor); the mount works without it.
+        keyValues.start()
+        // The commands' channel (deleted, gc, monitor, kv); the mount works without it.
         let control: ControlServer?
         do {
-            control = try ControlServer(replica: replica, cache: cache)
+            control = try ControlServer(replica: replica, keyValues: keyValues, cache: cache)
             control?.start()
         } catch {
             control = nil
-            logger.warning("\(error); icloudfs deleted, gc and monitor will not reach this mount")
+            logger.warning("\(error); icloudfs deleted, gc, monitor and kv will not reach this mount")
         }
         logger.info("mounted \(container) at \(mountPoint) (cache \(cache))")
         if reportReady { Daemon.reportReady() }
@@ -123,6 +131,7 @@ struct Mounter {
         }
         SystemdNotify.send("STOPPING=1\nSTATUS=saving the queue of \(container)")
         control?.stop()
+        await keyValues.stop()
         await replica.stop()
         let pending = replica.pendingChangeCount
         logger.info("unmounted \(mountPoint)\(pending > 0 ? "; \(pending) change(s) stay queued for the next mount" : "")")

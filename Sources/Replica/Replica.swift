@@ -18,7 +18,7 @@ public final class Replica: Sendable {
     let database: StateDatabase
     let files: LocalFiles
     let chunker: Chunker
-    let deviceID: String
+    public let deviceID: String
     let logger: Logger
     /// Lock order, outermost first; a lock is only ever taken while holding those above it
     /// (docs/ARCHITECTURE.md, "Threads and locks"):

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import ContainerFormat
 
 @testable import ICloudFSCommands
 
@@ -8,6 +9,9 @@ import Testing
     func requests() {
         let requests: [ControlChannel.Request] = [
             .deleted(under: nil), .deleted(under: "Docs/old notes"), .collect(dryRun: false), .collect(dryRun: true), .changes,
+            .keyValueGet("a key\twith a tab\nand a newline"), .keyValueList, .keyValueWatch,
+            .keyValueSet(["level": .integer(3), "tabs\t": .string("line\nbreak"), "list": .array([.bool(true), .real(0.5)])]),
+            .keyValueRemove(["one", "two"]),
         ]
         for request in requests {
             #expect(ControlChannel.Request(line: request.line) == request, "\(request.line)")
@@ -16,7 +20,7 @@ import Testing
 
     @Test("unknown requests and malformed arguments are refused")
     func unknownRequests() {
-        for line in ["", "delete", "collect\twet", "changes\tnow", "gc"] {
+        for line in ["", "delete", "collect\twet", "changes\tnow", "gc", "kv-get", "kv-get\tnot json", "kv-set\t[1]", "kv-rm\t{}", "kv-list\tx"] {
             #expect(ControlChannel.Request(line: line) == nil, "\(line)")
         }
     }

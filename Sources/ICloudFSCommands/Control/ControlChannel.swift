@@ -1,3 +1,4 @@
+import ContainerFormat
 import Foundation
 import Synchronization
 
@@ -28,6 +29,12 @@ enum ControlChannel {
         }
     }
 
+    static func json(_ value: some Encodable) -> String { String(decoding: FormatCoding.encode(value), as: UTF8.self) }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ text: String) -> T? {
+        try? FormatCoding.decode(type, from: Data(text.utf8))
+    }
+
     /// What a command asks.
     enum Request: Equatable {
         /// The deleted items kept (at or below a path of the mount): one `result`.
@@ -36,6 +43,15 @@ enum ControlChannel {
         case collect(dryRun: Bool)
         /// Remote changes as they arrive: a `change` each, for as long as the command listens.
         case changes
+        /// The key-value store (`icloudfs kv`). Keys and values travel as JSON, so a key may
+        /// hold any character. get: a `result` with the value, or `null`; list: a `result`
+        /// with them all; set and remove: a `result` or `failed`; watch: a `change` per
+        /// change other devices make, for as long as the command listens.
+        case keyValueGet(String)
+        case keyValueList
+        case keyValueSet([String: KeyValue])
+        case keyValueRemove([String])
+        case keyValueWatch
 
         /// One line: the request's name, and a tab and its argument where it has one.
         var line: String {
@@ -43,6 +59,11 @@ enum ControlChannel {
             case .deleted(let path): "deleted" + (path.map { "\t\($0)" } ?? "")
             case .collect(let dryRun): dryRun ? "collect\tdry" : "collect"
             case .changes: "changes"
+            case .keyValueGet(let key): "kv-get\t" + ControlChannel.json(key)
+            case .keyValueList: "kv-list"
+            case .keyValueSet(let values): "kv-set\t" + ControlChannel.json(values)
+            case .keyValueRemove(let keys): "kv-rm\t" + ControlChannel.json(keys)
+            case .keyValueWatch: "kv-watch"
             }
         }
 
@@ -52,6 +73,17 @@ enum ControlChannel {
             case "deleted": self = .deleted(under: parts.count > 1 ? parts[1] : nil)
             case "collect" where parts.count == 1 || parts[1] == "dry": self = .collect(dryRun: parts.count > 1)
             case "changes" where parts.count == 1: self = .changes
+            case "kv-list" where parts.count == 1: self = .keyValueList
+            case "kv-watch" where parts.count == 1: self = .keyValueWatch
+            case "kv-get" where parts.count == 2:
+                guard let key = ControlChannel.decode(String.self, parts[1]) else { return nil }
+                self = .keyValueGet(key)
+            case "kv-set" where parts.count == 2:
+                guard let values = ControlChannel.decode([String: KeyValue].self, parts[1]) else { return nil }
+                self = .keyValueSet(values)
+            case "kv-rm" where parts.count == 2:
+                guard let keys = ControlChannel.decode([String].self, parts[1]) else { return nil }
+                self = .keyValueRemove(keys)
             default: return nil
             }
         }

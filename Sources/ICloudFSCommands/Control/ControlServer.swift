@@ -10,13 +10,15 @@ import Glibc
 /// thread of its own and answers each on another (requests are few: one per command run).
 final class ControlServer: Sendable {
     private let replica: Replica
+    private let keyValues: KeyValueService
     private let path: String
     private let listener: Int32
 
     /// Listens at `path` (a stale socket left by a killed daemon is replaced: the cache lock
     /// says this daemon owns the cache).
-    init(replica: Replica, cache: String) throws {
+    init(replica: Replica, keyValues: KeyValueService, cache: String) throws {
         self.replica = replica
+        self.keyValues = keyValues
         path = ControlChannel.socketPath(cache: cache)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw ExitMessage("cannot make the control socket: \(String(cString: strerror(errno)))") }
@@ -94,6 +96,33 @@ final class ControlServer: Sendable {
             // Until the command hangs up (it sends nothing more).
             while connection.receive() != nil {}
             replica.stopFollowingChanges(number)
+        case .keyValueGet(let key):
+            let value = keyValues.value(of: key)
+            connection.send(ControlChannel.Answer.result(value.map { FormatCoding.encode($0) } ?? Data("null".utf8)).line)
+        case .keyValueList:
+            connection.send(ControlChannel.Answer.result(FormatCoding.encode(keyValues.values)).line)
+        case .keyValueSet(let values):
+            answer(connection) { () throws(KeyValueService.Failure) in try keyValues.write(set: values) }
+        case .keyValueRemove(let keys):
+            answer(connection) { () throws(KeyValueService.Failure) in try keyValues.write(set: [:], remove: keys) }
+        case .keyValueWatch:
+            let number = keyValues.watch { change in
+                if !connection.send(ControlChannel.Answer.change(FormatCoding.encode(change)).line, wait: false) {
+                    connection.hangUp()
+                }
+            }
+            while connection.receive() != nil {}
+            keyValues.stopWatching(number)
+        }
+    }
+
+    /// Answers a key-value write: an empty `result`, or `failed` with why.
+    private func answer(_ connection: ControlConnection, _ write: () throws(KeyValueService.Failure) -> Void) {
+        do {
+            try write()
+            connection.send(ControlChannel.Answer.result(Data("{}".utf8)).line)
+        } catch {
+            connection.send(ControlChannel.Answer.failed(error.message).line)
         }
     }
 }
