@@ -131,6 +131,10 @@ public struct Tree: Sendable {
         (childIndex[folder] ?? [:]).map { ($0.key.name, $0.value) }.sorted { $0.name.precedesInBytes($1.name) }
     }
 
+    /// The live children by name, in no order, as the tree keeps them (no copy): for walks
+    /// that look at names before items (a query of a large container).
+    public func namedChildren(of folder: ItemID) -> [NameKey: ItemID]? { childIndex[folder] }
+
     public func hasChildren(_ folder: ItemID) -> Bool {
         !(childIndex[folder]?.isEmpty ?? true)
     }

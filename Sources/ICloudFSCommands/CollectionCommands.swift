@@ -72,7 +72,7 @@ struct CollectCommand: AsyncParsableCommand {
             case .step(let text): step(text)
             case .result(let json): return try FormatCoding.decode(CollectionResult.self, from: json)
             case .failed(let message): throw ExitMessage("\(target): collection failed: \(message)")
-            case .change: continue
+            case .change, .item: continue
             }
         }
         throw ExitMessage("\(target): the mount ended before the collection did")

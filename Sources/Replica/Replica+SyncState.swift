@@ -41,12 +41,12 @@ extension Replica {
 
     /// `isPinned` is left false here (it walks up the ancestors, and a folder's tally does
     /// not use it): `syncState` sets it for the item asked about.
-    private func fileState(_ item: Item, _ state: ReplicaState, _ pending: Set<ItemID>) -> SyncState {
+    func fileState(_ item: Item, _ state: ReplicaState, _ pending: Set<ItemID>) -> SyncState {
         let record = state.content[item.id]
         let matchesVersion = record.map { $0.dirty || ($0.chunks == item.chunks && $0.size == item.size) } ?? false
         let status: SyncState.DownloadingStatus
         let percentDownloaded: Double
-        if item.kind != .file || item.size == 0 || (matchesVersion && record!.isComplete) {
+        if isDownloaded(item, record) {
             status = .current
             percentDownloaded = 100
         } else if let record, record.isComplete, record.size > 0 {
@@ -56,9 +56,7 @@ extension Replica {
             status = .notDownloaded
             percentDownloaded = matchesVersion ? Double(record!.present.coveredBytes(below: item.size)) * 100 / Double(item.size) : 0
         }
-        // Metadata first: this device still owes the chunks, or another device does.
-        let owedHere = item.isContentPending && state.owed[item.contentVersion] != nil
-        let isUploading = pending.contains(item.id) || record?.dirty == true || owedHere
+        let isUploading = isUploading(item, record, state, pending)
         let isLost = !state.lostChunks.isEmpty && item.kind == .file
             && item.chunks.contains { state.lostChunks.contains($0.hash) }
         let isUploaded = !isUploading && !item.isContentPending && !isLost
@@ -71,6 +69,20 @@ extension Replica {
             hasUnresolvedConflicts: state.view.hasUnresolvedConflicts(item.id),
             downloadingError: state.downloadErrors[item.id], uploadingError: isLost ? Replica.lostContentError : isUploading ? state.uploadError : nil,
             isPinned: false)
+    }
+
+    /// `isDownloaded` of `fileState`, alone: a query's condition on it looks at nothing else.
+    func isDownloaded(_ item: Item, _ record: ContentRecord?) -> Bool {
+        guard item.kind == .file, item.size > 0 else { return true }
+        guard let record, record.isComplete else { return false }
+        return record.dirty || (record.chunks == item.chunks && record.size == item.size)
+    }
+
+    /// `isUploading` of `fileState`, alone.
+    func isUploading(_ item: Item, _ record: ContentRecord?, _ state: ReplicaState, _ pending: Set<ItemID>) -> Bool {
+        // Metadata first: this device still owes the chunks, or another device does.
+        let owedHere = item.isContentPending && state.owed[item.contentVersion] != nil
+        return pending.contains(item.id) || record?.dirty == true || owedHere
     }
 
     static let lostContentError = ReplicaError.contentLost(

@@ -1,5 +1,6 @@
 import ContainerFormat
 import Foundation
+import Replica
 import Synchronization
 
 #if canImport(Glibc)
@@ -52,6 +53,10 @@ enum ControlChannel {
         case keyValueSet([String: KeyValue])
         case keyValueRemove([String])
         case keyValueWatch
+        /// A metadata query: an `item` per item found (its JSON, or only its path as a JSON
+        /// string), then a `result` with their count; live, then a `change` per item added,
+        /// changed or removed, for as long as the command listens.
+        case query(QueryRequest)
 
         /// One line: the request's name, and a tab and its argument where it has one.
         var line: String {
@@ -64,6 +69,7 @@ enum ControlChannel {
             case .keyValueSet(let values): "kv-set\t" + ControlChannel.json(values)
             case .keyValueRemove(let keys): "kv-rm\t" + ControlChannel.json(keys)
             case .keyValueWatch: "kv-watch"
+            case .query(let request): "query\t" + ControlChannel.json(request)
             }
         }
 
@@ -81,6 +87,9 @@ enum ControlChannel {
             case "kv-set" where parts.count == 2:
                 guard let values = ControlChannel.decode([String: KeyValue].self, parts[1]) else { return nil }
                 self = .keyValueSet(values)
+            case "query" where parts.count == 2:
+                guard let request = ControlChannel.decode(QueryRequest.self, parts[1]) else { return nil }
+                self = .query(request)
             case "kv-rm" where parts.count == 2:
                 guard let keys = ControlChannel.decode([String].self, parts[1]) else { return nil }
                 self = .keyValueRemove(keys)
@@ -95,6 +104,8 @@ enum ControlChannel {
         case step(String)
         case failed(String)
         case change(Data)
+        /// One item of a query's result, as the request asked.
+        case item(String)
 
         var line: String {
             switch self {
@@ -102,6 +113,7 @@ enum ControlChannel {
             case .step(let text): "step " + text.replacingOccurrences(of: "\n", with: " ")
             case .failed(let message): "failed " + message.replacingOccurrences(of: "\n", with: " ")
             case .change(let json): "change " + String(decoding: json, as: UTF8.self)
+            case .item(let text): "item " + text
             }
         }
 
@@ -113,6 +125,7 @@ enum ControlChannel {
             case "step": self = .step(text)
             case "failed": self = .failed(text)
             case "change": self = .change(Data(text.utf8))
+            case "item": self = .item(text)
             default: return nil
             }
         }
@@ -123,7 +136,7 @@ enum ControlChannel {
 final class ControlConnection: Sendable {
     private let descriptor: Int32
     /// Bytes read and not yet handed out as lines; whether a newline may be among them.
-    private let buffer = Mutex((bytes: Data(), mayHoldLine: false))
+    private let buffer = Mutex((bytes: Data(), start: 0, mayHoldLine: false))
 
     init(descriptor: Int32) { self.descriptor = descriptor }
 
@@ -159,7 +172,7 @@ final class ControlConnection: Sendable {
                 buffer.bytes.append(contentsOf: chunk[..<count])
                 // Searched again only once a newline came: a long line is not scanned per chunk.
                 if chunk[..<count].contains(UInt8(ascii: "\n")) { buffer.mayHoldLine = true }
-                return buffer.bytes.count > 1 << 30
+                return buffer.bytes.count - (buffer.start - buffer.bytes.startIndex) > 1 << 30
             }
             if full { return nil }
         }
@@ -168,16 +181,44 @@ final class ControlConnection: Sendable {
     private func takeLine() -> String? {
         buffer.withLock { buffer -> String? in
             guard buffer.mayHoldLine else { return nil }
-            guard let newline = buffer.bytes.firstIndex(of: UInt8(ascii: "\n")) else {
+            let start = buffer.start - buffer.bytes.startIndex
+            let found = buffer.bytes.withUnsafeBytes { raw -> (line: String, end: Int)? in
+                let rest = UnsafeRawBufferPointer(rebasing: raw[start...])
+                guard let base = rest.baseAddress, let hit = memchr(base, 0x0A, rest.count) else { return nil }
+                let length = base.distance(to: UnsafeRawPointer(hit))
+                return (String(decoding: UnsafeRawBufferPointer(start: base, count: length), as: UTF8.self), start + length)
+            }
+            guard let (line, end) = found else {
                 buffer.mayHoldLine = false
                 return nil
             }
-            let line = String(decoding: buffer.bytes[buffer.bytes.startIndex..<newline], as: UTF8.self)
-            buffer.bytes.removeSubrange(buffer.bytes.startIndex...newline)
+            let newline = buffer.bytes.startIndex + end
+            // Lines are taken from the front without moving the rest each time (a query's
+            // 100,000 lines would be quadratic); what was taken is dropped now and then.
+            buffer.start = newline + 1
+            if buffer.start - buffer.bytes.startIndex > 1 << 20 {
+                buffer.bytes.removeSubrange(buffer.bytes.startIndex..<buffer.start)
+                buffer.start = buffer.bytes.startIndex
+            }
             return line
         }
     }
 
     /// No more lines either way: a reader of this connection sees its end.
     func hangUp() { shutdown(descriptor, Int32(SHUT_RDWR)) }
+}
+
+/// What `icloudfs query` asks: the query, whether to follow it, and whether each item comes
+/// whole (`details`) or as its path only.
+struct QueryRequest: Codable, Equatable {
+    var query: MetadataQuery
+    var live = false
+    var details = false
+}
+
+/// One update of a live query: an item that now meets it, changed, or no longer does.
+struct QueryChange: Codable, Equatable {
+    enum Kind: String, Codable { case added, changed, removed }
+    var change: Kind
+    var item: MetadataItem
 }

@@ -1,6 +1,7 @@
 import ContainerFormat
 import Foundation
 import Replica
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -105,6 +106,16 @@ final class ControlServer: Sendable {
             answer(connection) { () throws(KeyValueService.Failure) in try keyValues.write(set: values) }
         case .keyValueRemove(let keys):
             answer(connection) { () throws(KeyValueService.Failure) in try keyValues.write(set: [:], remove: keys) }
+        case .query(let request):
+            let found = replica.query(request.query)
+            // One send for them all: a line per item, written by hand (see `jsonLine`).
+            if !found.isEmpty {
+                let lines = found.map { ControlChannel.Answer.item(request.details ? $0.jsonLine : MetadataItem.quoted($0.path)).line }
+                connection.send(lines.joined(separator: "\n"))
+            }
+            connection.send(ControlChannel.Answer.result(Data("{\"count\":\(found.count)}".utf8)).line)
+            guard request.live else { return }
+            follow(request.query, from: found, on: connection)
         case .keyValueWatch:
             let number = keyValues.watch { change in
                 if !connection.send(ControlChannel.Answer.change(FormatCoding.encode(change)).line, wait: false) {
@@ -115,6 +126,48 @@ final class ControlServer: Sendable {
             keyValues.stopWatching(number)
         }
     }
+
+    /// A live query's updates: the query is answered again when remote changes arrive, and
+    /// every `liveQueryInterval` for changes of sync state (downloads, uploads) that no
+    /// remote change announces; each item added, changed or removed since goes out as a
+    /// `change`. Until the command hangs up.
+    private func follow(_ query: MetadataQuery, from first: [MetadataItem], on connection: ControlConnection) {
+        let wake = DispatchSemaphore(value: 0)
+        let ended = Mutex(false)
+        let number = replica.followChanges { _ in wake.signal() }
+        defer { replica.stopFollowingChanges(number) }
+        Thread {
+            while connection.receive() != nil {}
+            ended.withLock { $0 = true }
+            wake.signal()
+        }.start()
+        var previous = Dictionary(first.map { ($0.id, $0) }) { $1 }
+        var interval = ControlServer.liveQueryInterval
+        while !ended.withLock({ $0 }) {
+            _ = wake.wait(timeout: .now() + interval)
+            let started = Date()
+            let current = Dictionary(replica.query(query).map { ($0.id, $0) }) { $1 }
+            // A large container's query takes a while: at most a fifth of the time in it.
+            interval = max(ControlServer.liveQueryInterval, Date().timeIntervalSince(started) * 5)
+            var changes: [QueryChange] = []
+            for (id, item) in current where previous[id] != item {
+                changes.append(QueryChange(change: previous[id] == nil ? .added : .changed, item: item))
+            }
+            for (id, item) in previous where current[id] == nil {
+                changes.append(QueryChange(change: .removed, item: item))
+            }
+            previous = current
+            for change in changes.sorted(by: { $0.item.path.precedesInBytes($1.item.path) }) {
+                guard connection.send(ControlChannel.Answer.change(FormatCoding.encode(change)).line, wait: false) else {
+                    connection.hangUp()
+                    return
+                }
+            }
+        }
+    }
+
+    /// Seconds between looks for changes of sync state.
+    static let liveQueryInterval = 0.25
 
     /// Answers a key-value write: an empty `result`, or `failed` with why.
     private func answer(_ connection: ControlConnection, _ write: () throws(KeyValueService.Failure) -> Void) {

@@ -1,0 +1,74 @@
+# Metadata queries (`icloudfs query`): answered by the daemon from its tree, first result
+# then live changes.
+
+query() { "$BIN/icloudfs" query "$@"; }
+
+# A container with documents and app data, uploaded by a and mounted on b.
+two_devices_with_documents() {
+    mount_device a
+    mkdir -p "$T/a/Documents/sub" "$T/a/Library"
+    echo one > "$T/a/Documents/a.txt"
+    echo two > "$T/a/Documents/notes.md"
+    echo three > "$T/a/Documents/sub/c.txt"
+    echo prefs > "$T/a/Library/prefs.plist"
+    sync_wait a
+    mount_device b
+}
+
+test_query_scopes_names_and_sync_state() {
+    two_devices_with_documents
+    assert_eq "$(query "$T/b" | tr '\n' ' ')" \
+        "Documents Documents/a.txt Documents/notes.md Documents/sub Documents/sub/c.txt Library Library/prefs.plist " "all"
+    assert_eq "$(query "$T/b" --scope documents --name '*.txt' | tr '\n' ' ')" "Documents/a.txt Documents/sub/c.txt " "documents, *.txt"
+    assert_eq "$(query "$T/b" --scope data | tr '\n' ' ')" "Library Library/prefs.plist " "data"
+    assert_eq "$(query "$T/b" --name 'no?es.*' | tr '\n' ' ')" "Documents/notes.md " "a glob"
+    assert_eq "$(query "$T/b" --not-downloaded | wc -l)" 4 "placeholders on b"
+    cat "$T/b/Documents/a.txt" > /dev/null
+    assert_eq "$(query "$T/b" --downloaded --name '*.txt')" "Documents/a.txt" "read, so downloaded"
+    # JSON: one object per item with its state.
+    query "$T/b" --json --name a.txt > "$T/json"
+    python3 - "$T/json" <<'EOF'
+import json, sys
+items = [json.loads(line) for line in open(sys.argv[1])]
+assert len(items) == 1, items
+item = items[0]
+assert item["path"] == "Documents/a.txt" and item["kind"] == "file" and item["size"] == 4, item
+assert item["downloaded"] is True and item["uploaded"] is True and item["uploading"] is False, item
+assert item["percentDownloaded"] == 100 and item["conflict"] is False, item
+assert item["modified"].endswith("Z") and len(item["id"]) > 0, item
+EOF
+    # Not yet in the store: uploading, on the device that wrote it.
+    mv "$T/store" "$T/store.away"
+    echo offline > "$T/a/Documents/offline.txt"
+    assert_eq "$(query "$T/a" --uploading)" "Documents/offline.txt" "queued while the store is away"
+    mv "$T/store.away" "$T/store"
+    sync_wait a
+    assert_eq "$(query "$T/a" --uploading)" "" "uploaded"
+    fails query "$T/b" --downloaded --not-downloaded 2>/dev/null
+    fails query "$T/nowhere" 2>/dev/null
+}
+
+test_query_live_shows_changes_from_another_device() {
+    two_devices_with_documents
+    query "$T/b" --live --name '*.md' > "$T/live" &
+    local follower=$!
+    eventually 'grep -q "^-- 1 item(s)" "$T/live"'
+    assert_eq "$(head -n 1 "$T/live")" "Documents/notes.md" "the first complete result"
+    echo new > "$T/a/Documents/new.md"
+    sync_wait a
+    eventually 'grep -qx "+ Documents/new.md" "$T/live"'
+    cat "$T/b/Documents/new.md" > /dev/null
+    eventually 'grep -qx "~ Documents/new.md" "$T/live"'
+    rm "$T/a/Documents/new.md"
+    sync_wait a
+    eventually 'grep -qx -- "- Documents/new.md" "$T/live"'
+    kill $follower
+    cat "$T/live"
+    # And as JSON lines: the marker, then changes with the item's state.
+    query "$T/b" --live --json --name 'a.txt' > "$T/live.json" &
+    follower=$!
+    eventually 'grep -q "{\"gathered\":1}" "$T/live.json"'
+    cat "$T/b/Documents/a.txt" > /dev/null
+    eventually 'grep -q "\"change\":\"changed\".*\"downloaded\":true" "$T/live.json"'
+    kill $follower
+}
