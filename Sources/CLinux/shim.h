@@ -31,12 +31,4 @@ ssize_t getrandom(void *buf, size_t buflen, unsigned int flags);
 // libFuzzer's driver (compiler-rt, LLVM 11+), for the fuzz build's own entry point
 // (Tests/Fuzz/Main): declared here only, linked only with -sanitize=fuzzer.
 int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const uint8_t *data, size_t size));
-// The commit a build is of: Scripts/package writes build_commit.h (not in git) defining it.
-#if __has_include("build_commit.h")
-#include "build_commit.h"
-#endif
-#ifndef ICLOUDFS_COMMIT
-#define ICLOUDFS_COMMIT "unknown"
-#endif
-static inline const char *icloudfs_build_commit(void) { return ICLOUDFS_COMMIT; }
 #endif

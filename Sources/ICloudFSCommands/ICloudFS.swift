@@ -68,7 +68,7 @@ public enum ICloudFSVersion {
     /// The package version (Scripts/package names the .deb by it).
     public static let current = "0.9.0"
     /// The commit built, as Scripts/package passes it ("unknown" in other builds).
-    public static var commit: String { String(cString: icloudfs_build_commit()) }
+    public static var commit: String { BuildCommit.value }
     /// What `icloudfs --version` and `mount.icloudfs -V` print.
     public static var line: String { "icloudfs \(current) (commit \(commit), FUSE kernel protocol \(KernelProtocol.version))" }
 }

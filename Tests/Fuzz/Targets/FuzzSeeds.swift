@@ -40,6 +40,13 @@ extension FuzzTarget {
                 StateDatabase.encode(ByteRanges([123..<4096, 1 << 20..<2 << 20])),
                 StateDatabase.encode([ChunkRef(hash: ChunkHash(of: Data("x".utf8)), size: 1)]),
             ]
+        case .keyValueRecord:
+            let record = KeyValueRecord(
+                device: "laptop", deviceID: "3F2A", time: Timestamp(seconds: 1_732_320_000, nanoseconds: 5),
+                set: ["level": .integer(3), "name": .string("Ada"), "ratio": .real(0.5), "on": .bool(true),
+                      "cities": .array([.string("Oslo")]), "nested": .dictionary(["a": .array([])])],
+                removed: ["old"])
+            return [FormatCoding.encode(record), Data(#"{"format":1,"set":{},"removed":[]}"#.utf8)]
         case .s3XML:
             return [
                 Data(

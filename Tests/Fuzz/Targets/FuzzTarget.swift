@@ -18,6 +18,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case localRecords = "local-records"
     /// An S3 answer: a list page or an error body.
     case s3XML = "s3-xml"
+    /// A key-value store record from the store, applied to a table (twice: the second time
+    /// it meets its own writes).
+    case keyValueRecord = "kv-record"
 
     public func run(_ data: Data) {
         switch self {
@@ -41,6 +44,12 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .s3XML:
             _ = try? S3XML.listPage(data)
             _ = S3XML.errorBody(data)
+        case .keyValueRecord:
+            guard let record = try? KeyValueRecord.decode(data) else { return }
+            var table = KeyValueTable()
+            table.apply(record)
+            table.apply(record)
+            _ = KeyValueLimits.problem(withStore: table.values)
         }
     }
 
