@@ -75,12 +75,10 @@ struct Mounter {
         do {
             let store = try StoreLocation.open(options.store)
             replica = try await Replica.open(configuration, store: store, logger: logger)
-            keyValues = try KeyValueService(
-                container: ContainerStore(store: store, container: container), device: configuration.deviceName,
+            keyValues = KeyValueService(
+                container: try ContainerStore(store: store, container: container), device: configuration.deviceName,
                 deviceID: replica.deviceID, cacheDirectory: cache, pollInterval: options.poll, offline: options.offline,
                 logger: logger)
-        } catch let error as KeyValueService.Failure {
-            throw ExitMessage("cannot open the key-value store of \(container): \(error.message)")
         } catch let error as StoreError {
             throw ExitMessage("cannot open container \(container): \(error.message)")
         } catch let error as ReplicaError {

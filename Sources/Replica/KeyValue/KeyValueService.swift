@@ -71,7 +71,7 @@ public final class KeyValueService: Sendable {
     public init(
         container: ContainerStore, device: String, deviceID: String, cacheDirectory: String,
         pollInterval: Duration, offline: Bool, logger: Logger
-    ) throws(Failure) {
+    ) {
         self.container = container
         self.device = device
         self.deviceID = deviceID
