@@ -52,6 +52,23 @@ test_kv_devices_converge_on_the_latest_write() {
     grep -q 'no key "level"' "$T/err"
 }
 
+# A new device's first values come as an initial sync, also to a watcher started after the
+# mount (its first sync ran at once); later writes as server changes.
+test_kv_new_device_gets_an_initial_sync() {
+    mount_device a
+    kv set "$T/a" level 3 name '"Ada"'
+    sync_wait a
+    eventually 'test -n "$(ls "$T/store/$CONTAINER/kv")"'
+    mount_device b
+    kv watch "$T/b" > "$T/watch" &
+    local watcher=$!
+    eventually 'grep -q "{\"keys\":\[\"level\",\"name\"\],\"reason\":\"InitialSyncChange\"}" "$T/watch"'
+    kv set "$T/a" level 4
+    eventually 'grep -q "{\"keys\":\[\"level\"\],\"reason\":\"ServerChange\"}" "$T/watch"'
+    kill $watcher
+    assert_eq "$(grep -c InitialSyncChange "$T/watch")" 1 "once"
+}
+
 test_kv_limits_are_refused() {
     mount_device a
     local args=()

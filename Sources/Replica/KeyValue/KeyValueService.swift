@@ -62,7 +62,9 @@ public final class KeyValueService: Sendable {
     private let offline: Bool
     private let logger: Logger
     private let saved: Mutex<Saved>
-    private let watchers = Mutex((next: 0, all: [Int: @Sendable (Change) -> Void]()))
+    /// The watchers, and the initial sync's change while no watcher has seen it: a watcher
+    /// started just after the mount (whose first sync ran at once) still learns what came.
+    private let watchers = Mutex((next: 0, all: [Int: @Sendable (Change) -> Void](), unseenInitialSync: Change?.none))
     private let wakeup = WakeupSignal()
     private let loop = Mutex<Task<Void, Never>?>(nil)
     /// The last sync failed: logged once until one succeeds.
@@ -134,11 +136,14 @@ public final class KeyValueService: Sendable {
 
     /// Calls `body` with each change that other devices make, until `stopWatching`.
     public func watch(_ body: @escaping @Sendable (Change) -> Void) -> Int {
-        watchers.withLock { watchers in
+        let (number, initial) = watchers.withLock { watchers in
             watchers.next += 1
             watchers.all[watchers.next] = body
-            return watchers.next
+            defer { watchers.unseenInitialSync = nil }
+            return (watchers.next, watchers.unseenInitialSync)
         }
+        if let initial { body(initial) }
+        return number
     }
 
     public func stopWatching(_ number: Int) {
@@ -253,7 +258,10 @@ public final class KeyValueService: Sendable {
     }
 
     private func notify(_ change: Change) {
-        let all = watchers.withLock { Array($0.all.values) }
+        let all = watchers.withLock { watchers in
+            if watchers.all.isEmpty, change.reason == .initialSyncChange { watchers.unseenInitialSync = change }
+            return Array(watchers.all.values)
+        }
         for watcher in all { watcher(change) }
     }
 
