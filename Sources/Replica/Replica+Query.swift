@@ -65,7 +65,7 @@ extension Replica {
             case .documents:
                 guard let documents else { return found }
                 if let item = state.liveItem(documents), names.matches(item.name),
-                    let match = match(item, in: "", named: "Documents", query, state, pending)
+                    let match = match(item, in: "", named: "Documents", query, &state, pending)
                 {
                     found.append(match)
                 }
@@ -73,21 +73,25 @@ extension Replica {
             case .data, .all:
                 stack = [(.root, "")]
             }
+            // The tree once (its tables retained, not copied); an item copied once to test
+            // it, and again with its unsaved writes only if it is found.
+            let view = state.view
             while let (folder, folderPath) = stack.popLast() {
-                for (key, child) in state.view.namedChildren(of: folder) ?? [:] {
+                for (key, child) in view.namedChildren(of: folder) ?? [:] {
                     if query.scope == .data, folder == .root, child == documents { continue }
                     let matches = names.matches(key.name)
                     // Most items of a large container fail the name: no item, no path for
                     // them; only folders with something in them are walked into.
-                    let walked = state.view.hasChildren(child)
+                    let walked = view.hasChildren(child)
                     guard walked || matches else { continue }
                     if walked { stack.append((child, folderPath.isEmpty ? key.name : folderPath + "/" + key.name)) }
                     // A hard link shows as the item it names, at this path.
-                    guard matches, let named = state.view.item(child) else { continue }
-                    let target = named.kind == .hardLink ? named.linkedItem : named.id
-                    if let target, let item = state.liveItem(target),
-                        let match = match(item, in: folderPath, named: key.name, query, state, pending)
-                    {
+                    guard matches, var item = view.item(child) else { continue }
+                    if item.kind == .hardLink {
+                        guard let linked = item.linkedItem, let target = view.liveItem(linked) else { continue }
+                        item = target
+                    }
+                    if let match = match(item, in: folderPath, named: key.name, query, &state, pending) {
                         found.append(match)
                     }
                 }
@@ -102,7 +106,7 @@ extension Replica {
     /// `item`, named `name` in the folder at `folderPath`, if it meets the query's sync
     /// conditions (its path is made only then).
     private func match(
-        _ item: Item, in folderPath: String, named name: String, _ query: MetadataQuery, _ state: ReplicaState,
+        _ item: Item, in folderPath: String, named name: String, _ query: MetadataQuery, _ state: inout ReplicaState,
         _ pending: Set<ItemID>
     ) -> MetadataItem? {
         // The conditions first, each looking only at what it needs: the whole sync state
@@ -112,9 +116,10 @@ extension Replica {
         if query.downloaded != nil || query.uploading != nil {
             let record = state.content[item.id]
             if let wanted = query.downloaded, item.kind != .file || isDownloaded(item, record) != wanted { return nil }
-            if let wanted = query.uploading, isUploading(item, record, state, pending) != wanted { return nil }
+            if let wanted = query.uploading, isUploading(item, record, &state, pending) != wanted { return nil }
         }
-        let sync = fileState(item, state, pending)
+        let item = state.liveItem(item.id) ?? item  // with its unsaved writes
+        let sync = fileState(item, &state, pending)
         return MetadataItem(
             id: item.id.rawValue, path: folderPath.isEmpty ? name : folderPath + "/" + name, kind: item.kind.rawValue, size: item.kind == .folder ? 0 : item.size,
             modified: MetadataItem.isoTime(item.mtime), downloaded: sync.isDownloaded, downloading: sync.isDownloading,

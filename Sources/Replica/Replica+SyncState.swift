@@ -7,7 +7,7 @@ extension Replica {
         try state.withLock { state throws(ReplicaError) in
             guard let item = state.liveItem(id) else { throw .notFound }
             let pending = state.itemsWithPendingChanges
-            var result = item.kind == .folder ? folderState(item, state, pending) : fileState(item, state, pending)
+            var result = item.kind == .folder ? folderState(item, &state, pending) : fileState(item, &state, pending)
             result.isPinned = isPinned(id, state)
             return result
         }
@@ -22,13 +22,13 @@ extension Replica {
         try state.withLock { state throws(ReplicaError) in
             guard let item = state.liveItem(id) else { throw .notFound }
             let pending = state.itemsWithPendingChanges
-            if item.kind != .folder { return fileState(item, state, pending).isUploaded }
-            return folderIsUploaded(id, state, pending)
+            if item.kind != .folder { return fileState(item, &state, pending).isUploaded }
+            return folderIsUploaded(id, &state, pending)
         }
     }
 
     /// Scans every content record for files being written: for folders only.
-    private func folderIsUploaded(_ id: ItemID, _ state: ReplicaState, _ pending: Set<ItemID>) -> Bool {
+    private func folderIsUploaded(_ id: ItemID, _ state: inout ReplicaState, _ pending: Set<ItemID>) -> Bool {
         let view = state.view
         // Queued changes of items gone since (deletes, moves away) count where they were.
         func within(_ other: ItemID) -> Bool {
@@ -41,7 +41,7 @@ extension Replica {
 
     /// `isPinned` is left false here (it walks up the ancestors, and a folder's tally does
     /// not use it): `syncState` sets it for the item asked about.
-    func fileState(_ item: Item, _ state: ReplicaState, _ pending: Set<ItemID>) -> SyncState {
+    func fileState(_ item: Item, _ state: inout ReplicaState, _ pending: Set<ItemID>) -> SyncState {
         let record = state.content[item.id]
         let matchesVersion = record.map { $0.dirty || ($0.chunks == item.chunks && $0.size == item.size) } ?? false
         let status: SyncState.DownloadingStatus
@@ -56,7 +56,7 @@ extension Replica {
             status = .notDownloaded
             percentDownloaded = matchesVersion ? Double(record!.present.coveredBytes(below: item.size)) * 100 / Double(item.size) : 0
         }
-        let isUploading = isUploading(item, record, state, pending)
+        let isUploading = isUploading(item, record, &state, pending)
         let isLost = !state.lostChunks.isEmpty && item.kind == .file
             && item.chunks.contains { state.lostChunks.contains($0.hash) }
         let isUploaded = !isUploading && !item.isContentPending && !isLost
@@ -65,7 +65,7 @@ extension Replica {
             isDownloading: state.downloading.contains(item.id), percentDownloaded: percentDownloaded,
             downloadRequested: state.downloadRequested.contains(item.id), isUploaded: isUploaded,
             isUploading: isUploading,
-            percentUploaded: isUploaded ? 100 : isUploading ? uploadedShare(of: item, state) : 0,
+            percentUploaded: isUploaded ? 100 : isUploading ? uploadedShare(of: item, &state) : 0,
             hasUnresolvedConflicts: state.view.hasUnresolvedConflicts(item.id),
             downloadingError: state.downloadErrors[item.id], uploadingError: isLost ? Replica.lostContentError : isUploading ? state.uploadError : nil,
             isPinned: false)
@@ -79,7 +79,7 @@ extension Replica {
     }
 
     /// `isUploading` of `fileState`, alone.
-    func isUploading(_ item: Item, _ record: ContentRecord?, _ state: ReplicaState, _ pending: Set<ItemID>) -> Bool {
+    func isUploading(_ item: Item, _ record: ContentRecord?, _ state: inout ReplicaState, _ pending: Set<ItemID>) -> Bool {
         // Metadata first: this device still owes the chunks, or another device does.
         let owedHere = item.isContentPending && state.owed[item.contentVersion] != nil
         return pending.contains(item.id) || record?.dirty == true || owedHere
@@ -90,7 +90,7 @@ extension Replica {
     ).description
 
     /// Share of the bytes of the newest queued content of `id` already in the store.
-    private func uploadedShare(of item: Item, _ state: ReplicaState) -> Double {
+    private func uploadedShare(of item: Item, _ state: inout ReplicaState) -> Double {
         let newest = state.device.pending.reversed().lazy.flatMap(\.ops).first { $0.itemID == item.id && !$0.chunks.isEmpty }
         guard let chunks = newest?.chunks ?? (item.isContentPending ? item.chunks : nil) else { return 0 }
         let total = chunks.reduce(0) { $0 + UInt64($1.size) }
@@ -98,9 +98,9 @@ extension Replica {
         return total == 0 ? 0 : Double(stored) * 100 / Double(total)
     }
 
-    private func folderState(_ folder: Item, _ state: ReplicaState, _ pending: Set<ItemID>) -> SyncState {
+    private func folderState(_ folder: Item, _ state: inout ReplicaState, _ pending: Set<ItemID>) -> SyncState {
         var tally = FolderTally()
-        if folder.id != .root { tally.add(fileState(folder, state, pending), size: 0) }
+        if folder.id != .root { tally.add(fileState(folder, &state, pending), size: 0) }
         var stack = [folder.id]
         while let next = stack.popLast() {
             for child in state.view.childIDs(of: next) {
@@ -110,14 +110,14 @@ extension Replica {
                 else { continue }
                 tally.conflicts = tally.conflicts || state.view.hasUnresolvedConflicts(item.id)
                 if item.kind == .folder { stack.append(item.id) }
-                tally.add(fileState(item, state, pending), size: item.kind == .folder ? 0 : item.size)
+                tally.add(fileState(item, &state, pending), size: item.kind == .folder ? 0 : item.size)
             }
         }
         // Queued deletes (and moves away) concern items no longer listed here.
         let queuedForGoneItems = pending.contains { id in
             state.view.liveItem(id) == nil && (folder.id == .root || state.view.isAncestor(folder.id, of: id))
         }
-        let isUploaded = folderIsUploaded(folder.id, state, pending)
+        let isUploaded = folderIsUploaded(folder.id, &state, pending)
         return SyncState(
             itemIdentifier: folder.id.rawValue,
             downloadingStatus: tally.allDownloaded ? .current : .notDownloaded,
