@@ -46,6 +46,8 @@ EOF
     assert_eq "$(query "$T/a" --uploading)" "" "uploaded"
     fails query "$T/b" --downloaded --not-downloaded 2>/dev/null
     fails query "$T/nowhere" 2>/dev/null
+    fails query "$T/b/Documents" 2>"$T/err"
+    grep -q "is inside an icloudfs mount: give the mount point itself" "$T/err"
 }
 
 test_query_live_shows_changes_from_another_device() {
