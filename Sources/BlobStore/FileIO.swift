@@ -171,6 +171,35 @@ public enum FileIO {
         guard syncfs(fd) == 0 else { throw Errno(rawValue: errno) }
     }
 
+    /// Replaces the file at `path` with `data` whole, durably: a reader or a crash sees the
+    /// old bytes or the new, never a part (a new file beside it, synced, renamed over it).
+    public static func replaceFile(_ path: FilePath, with data: Data) throws(Errno) {
+        let temporary = FilePath(path.string + ".new")
+        do {
+            let fd = try FileDescriptor.open(
+                temporary, .writeOnly, options: [.create, .truncate, .closeOnExec], permissions: [.ownerReadWrite])
+            do {
+                try writeAll(fd, data, offset: 0)
+                guard fsync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
+                try fd.close()
+            } catch {
+                try? fd.close()
+                throw error
+            }
+            guard rename(temporary.string, path.string) == 0 else { throw Errno(rawValue: errno) }
+        } catch let error as Errno {
+            unlink(temporary.string)
+            throw error
+        } catch {
+            unlink(temporary.string)
+            throw Errno.ioError
+        }
+        let folder = open(path.removingLastComponent().string, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard folder >= 0 else { throw Errno(rawValue: errno) }
+        defer { close(folder) }
+        guard fsync(folder) == 0 else { throw Errno(rawValue: errno) }
+    }
+
     /// Makes a rename or link in `folder` durable.
     public static func syncDirectory(_ folder: FilePath) throws {
         let fd = open(folder.string, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

@@ -14,7 +14,7 @@ struct KeyValueCommand: AsyncParsableCommand {
             that is refused. Writes work offline and reach the store when it answers; the latest \
             write of a key wins on every device.
             """,
-        subcommands: [Get.self, Set.self, Remove.self, List.self, Watch.self])
+        subcommands: [Get.self, SetValues.self, Remove.self, List.self, Watch.self])
 
     struct Get: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -32,8 +32,10 @@ struct KeyValueCommand: AsyncParsableCommand {
         }
     }
 
-    struct Set: AsyncParsableCommand {
+    /// Not `Set`: that would hide Swift's `Set` in this scope.
+    struct SetValues: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "set",
             abstract: "Set keys to JSON values, all in one write: KEY JSON [KEY JSON ...].")
 
         @Argument(help: "The mount point.") var mountPoint: String

@@ -704,7 +704,7 @@ extension Replica {
                 }
                 // The entry that says the chunks are stored may name the packs they went into:
                 // the background loop pulls now rather than at its next poll.
-                wakeup.signal()
+                loop.wakeup.signal()
                 try await Task.sleep(for: .milliseconds(200))
             }
         }

@@ -62,7 +62,7 @@ extension Replica {
     /// Wakes the background loop to pull and push now.
     public func syncSoon() {
         pushRequested.withLock { $0 = true }
-        wakeup.signal()
+        loop.wakeup.signal()
     }
 
     /// A local change wakes the loop once changes pause for `pushPause` (or a batch is full,
@@ -145,12 +145,12 @@ extension Replica {
                 }
                 if hadError { logger.info("store reachable again; uploads resumed") }
                 backoff = .seconds(1)
-                await wakeup.wait(upTo: configuration.pollInterval)
+                await loop.wakeup.wait(upTo: configuration.pollInterval)
             } catch {
                 let wrapped = ReplicaError.wrapping(error)
                 state.withLock { $0.uploadError = wrapped.description }
                 logger.info("sync failed, retrying in \(backoff): \(wrapped)")
-                await wakeup.wait(upTo: backoff)
+                await loop.wakeup.wait(upTo: backoff)
                 backoff = min(backoff * 2, .seconds(60))
             }
         }

@@ -36,13 +36,13 @@ public final class Replica: Sendable {
     let state: MeasuredMutex<ReplicaState>
     let fileLocks = FileLocks()
     let syncLock = AsyncLock()
-    let wakeup = WakeupSignal()
     /// A wake-up for local changes is already scheduled (see `pushAfterPause`).
     let pushPending = Mutex(false)
     /// A push was asked for (`syncSoon`, `sync --wait`, a burst's pause): the next push goes
     /// up at once. Other wake-ups (a new journal entry, the poll) push only what is due.
     let pushRequested = Mutex(true)
-    let loop = Mutex<Task<Void, Never>?>(nil)
+    /// The sync loop; its `wakeup` starts a pull or push early.
+    let loop = BackgroundLoop()
     /// Automatic collection (`ReplicaConfiguration.autoCollect`) and usage measured lately.
     let collection = Mutex(CollectionTasks())
     let changeObserver = Mutex<(@Sendable ([ItemChange]) -> Void)?>(nil)
@@ -222,18 +222,9 @@ public final class Replica: Sendable {
 
     /// Starts the background loop: pull remote changes every `pollInterval`, push the queue.
     public func start() {
-        loop.withLock { task in
-            guard task == nil else { return }
-            task = Task.detached { [self] in
-                // Where the store can notify, a new journal entry wakes the loop at once.
-                let watcher = container.store.changeNotifications(prefix: "\(configuration.container)/journal/").map { changes in
-                    Task { [wakeup] in
-                        for await _ in changes { wakeup.signal() }
-                    }
-                }
-                await runSyncLoop()
-                watcher?.cancel()
-            }
+        // Where the store can notify, a new journal entry wakes the loop at once.
+        loop.start(notifiedBy: container.store, under: "\(configuration.container)/journal/") { [self] in
+            await runSyncLoop()
         }
         if configuration.autoCollect && !configuration.offline {
             collection.withLock { tasks in
@@ -252,13 +243,7 @@ public final class Replica: Sendable {
         }
         for task in collecting { task.cancel() }
         await commits.drain()
-        let task = loop.withLock { task in
-            defer { task = nil }
-            return task
-        }
-        task?.cancel()
-        wakeup.signal()
-        await task?.value
+        await loop.stop()
         do {
             try database.flush()
             try files.nameNewContent()  // new files whose records committed before they were taken

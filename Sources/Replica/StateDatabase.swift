@@ -37,7 +37,7 @@ package final class StateDatabase: Sendable {
     private let beforeEachCommit: @Sendable () throws -> Void
     /// The last background commit failed: the next one is retried by itself, and only the
     /// first failure and the recovery are logged.
-    private let backgroundFailing = Mutex(false)
+    private let backgroundFailing = FailureStreak()
     /// Transactions committed so far, and how many of them the last `makeDurable` made
     /// durable: an fsync of a file rewritten in place (a disk image, a database) usually
     /// finds nothing new to record, and skips syncing the log.
@@ -129,16 +129,9 @@ package final class StateDatabase: Sendable {
     private func flushInBackground() {
         do {
             try flush()
-            if backgroundFailing.withLock({ $0 }) {
-                backgroundFailing.withLock { $0 = false }
-                logger.notice("changes recorded in \(pool.path) again")
-            }
+            if backgroundFailing.succeeded() { logger.notice("changes recorded in \(pool.path) again") }
         } catch {
-            let first = backgroundFailing.withLock { failing in
-                defer { failing = true }
-                return !failing
-            }
-            if first { logger.error("cannot record changes in \(pool.path): \(error); retried every second") }
+            if backgroundFailing.failed() { logger.error("cannot record changes in \(pool.path): \(error); retried every second") }
             background.asyncAfter(deadline: .now() + .seconds(1)) { [self] in flushInBackground() }
         }
     }

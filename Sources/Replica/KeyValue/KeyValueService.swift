@@ -3,6 +3,7 @@ import ContainerFormat
 import Foundation
 import Logging
 import Synchronization
+import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
@@ -65,10 +66,9 @@ public final class KeyValueService: Sendable {
     /// The watchers, and the initial sync's change while no watcher has seen it: a watcher
     /// started just after the mount (whose first sync ran at once) still learns what came.
     private let watchers = Mutex((next: 0, all: [Int: @Sendable (Change) -> Void](), unseenInitialSync: Change?.none))
-    private let wakeup = WakeupSignal()
-    private let loop = Mutex<Task<Void, Never>?>(nil)
-    /// The last sync failed: logged once until one succeeds.
-    private let failing = Mutex(false)
+    private let loop = BackgroundLoop()
+    /// Sync failures: logged once until one succeeds.
+    private let failures = FailureStreak()
 
     public init(
         container: ContainerStore, device: String, deviceID: String, cacheDirectory: String,
@@ -131,7 +131,7 @@ public final class KeyValueService: Sendable {
             try save(next)
             saved = next
         }
-        wakeup.signal()
+        loop.wakeup.signal()
     }
 
     /// Calls `body` with each change that other devices make, until `stopWatching`.
@@ -153,33 +153,17 @@ public final class KeyValueService: Sendable {
     // MARK: Lifecycle
 
     public func start() {
-        loop.withLock { task in
-            guard task == nil, !offline else { return }
-            task = Task.detached { [self] in
-                let watcher = container.store.changeNotifications(prefix: container.keyValuePrefix).map { changes in
-                    Task { [wakeup] in
-                        for await _ in changes { wakeup.signal() }
-                    }
-                }
-                while !Task.isCancelled {
-                    await sync()
-                    await wakeup.wait(upTo: pollInterval)
-                }
-                watcher?.cancel()
+        guard !offline else { return }
+        loop.start(notifiedBy: container.store, under: container.keyValuePrefix) { [self] in
+            while !Task.isCancelled {
+                await sync()
+                await loop.wakeup.wait(upTo: pollInterval)
             }
         }
     }
 
     /// Ends the loop; writes not yet sent stay in `kv.json` for the next mount.
-    public func stop() async {
-        let task = loop.withLock { task in
-            defer { task = nil }
-            return task
-        }
-        task?.cancel()
-        wakeup.signal()
-        await task?.value
-    }
+    public func stop() async { await loop.stop() }
 
     // MARK: Sync
 
@@ -203,17 +187,10 @@ public final class KeyValueService: Sendable {
                     saved = next
                 }
             }
-            if failing.withLock({ $0 }) {
-                failing.withLock { $0 = false }
-                logger.notice("key-value store in sync again")
-            }
+            if failures.succeeded() { logger.notice("key-value store in sync again") }
         } catch {
-            let first = failing.withLock { failing in
-                defer { failing = true }
-                return !failing
-            }
             let message = (error as? StoreError)?.message ?? (error as? Failure)?.message ?? "\(error)"
-            if first { logger.warning("cannot sync the key-value store: \(message); retried every poll") }
+            if failures.failed() { logger.warning("cannot sync the key-value store: \(message); retried every poll") }
         }
     }
 
@@ -265,19 +242,12 @@ public final class KeyValueService: Sendable {
         for watcher in all { watcher(change) }
     }
 
-    /// Writes `state` to `kv.json` whole (a new file renamed over the old one, synced).
+    /// Writes `state` to `kv.json` whole.
     private func save(_ state: Saved) throws(Failure) {
-        let data = FormatCoding.encode(state)
-        let temporary = path + ".new"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .localFailure("cannot write \(temporary): \(String(cString: strerror(errno)))") }
-        let written = data.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        let synced = fsync(fd) == 0
-        close(fd)
-        guard written == data.count, synced, rename(temporary, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temporary)
-            throw .localFailure("cannot record the key-value store in \(path): \(reason)")
+        do {
+            try FileIO.replaceFile(FilePath(path), with: FormatCoding.encode(state))
+        } catch {
+            throw .localFailure("cannot record the key-value store in \(path): \(error)")
         }
     }
 }
