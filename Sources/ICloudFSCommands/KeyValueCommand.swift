@@ -39,7 +39,9 @@ struct KeyValueCommand: AsyncParsableCommand {
             abstract: "Set keys to JSON values, all in one write: KEY JSON [KEY JSON ...].")
 
         @Argument(help: "The mount point.") var mountPoint: String
-        @Argument(help: "Pairs of a key and its value as JSON, e.g. level 3 name '\"Ada\"'.")
+        /// Taken as they come, dashes too: a negative number (`temp -3`) is a value, not an option.
+        @Argument(
+            parsing: .unconditionalRemaining, help: "Pairs of a key and its value as JSON, e.g. level 3 name '\"Ada\"' temp -3.")
         var pairs: [String] = []
 
         func validate() throws {

@@ -28,10 +28,11 @@ kv_devices_converge() {
     kv watch "$T/b" > "$T/watch" &
     local watcher=$!
     sleep 0.5
-    kv set "$T/a" level 3 name '"Ada"' cities '["Oslo","Lima"]'
+    kv set "$T/a" level 3 name '"Ada"' cities '["Oslo","Lima"]' temp -3
     eventually 'test "$(kv get "$T/b" name)" = "\"Ada\""'
     assert_eq "$(kv get "$T/c" cities)" '["Oslo","Lima"]'
-    eventually 'grep -q "\"keys\":\[\"cities\",\"level\",\"name\"\],\"reason\":\"ServerChange\"" "$T/watch"'
+    assert_eq "$(kv get "$T/c" temp)" -3 "a negative number is a value, not an option"
+    eventually 'grep -q "\"keys\":\[\"cities\",\"level\",\"name\",\"temp\"\],\"reason\":\"ServerChange\"" "$T/watch"'
     kill $watcher
     # The same key from three devices at once.
     kv set "$T/a" level 10 & kv set "$T/b" level 20 & kv set "$T/c" level 30 & wait
