@@ -38,6 +38,11 @@ public protocol BlobStore: Sendable {
     /// default (paging through `list`).
     func listAll(prefix: String, after: BlobKey?) async throws -> [StoredObject]
 
+    /// The names of the folders right under `prefix` (a prefix ending in `/`, or "" for
+    /// the top): each distinct next part of a key below it (S3 `ListObjectsV2` with
+    /// delimiter `/`). See the extension for the default (listing every key).
+    func listFolders(prefix: String) async throws -> [String]
+
     /// Removes the object; removing an absent key is not an error.
     func delete(_ key: BlobKey) async throws
 
@@ -113,6 +118,15 @@ extension BlobStore {
 
     public func listAll(prefix: String) async throws -> [StoredObject] {
         try await listAll(prefix: prefix, after: nil)
+    }
+
+    public func listFolders(prefix: String) async throws -> [String] {
+        var names = Set<String>()
+        for object in try await listAll(prefix: prefix) {
+            let rest = object.key.rawValue.dropFirst(prefix.count)
+            if let slash = rest.firstIndex(of: "/") { names.insert(String(rest[..<slash])) }
+        }
+        return names.sorted()
     }
 
     /// Every object under `prefix`, paging through ``list(prefix:after:limit:)``.

@@ -145,6 +145,21 @@ public struct DirectoryStore: BlobStore {
         }
     }
 
+    /// The subfolders of the folder `prefix` names (no walk below them).
+    public func listFolders(prefix: String) async throws -> [String] {
+        try await BlockingIO.run { () throws -> [String] in
+            try self.requireRoot()
+            let relative = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
+            let folder = relative.isEmpty ? self.root : self.root.appending(relative)
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: folder.string)) ?? []
+            return entries.filter { entry in
+                var info = stat()
+                return !entry.hasPrefix(".") && lstat(folder.appending(entry).string, &info) == 0
+                    && info.st_mode & S_IFMT == S_IFDIR
+            }.sorted()
+        }
+    }
+
     public func delete(_ key: BlobKey) async throws {
         let path = self.path(of: key)
         try await BlockingIO.run { () throws in

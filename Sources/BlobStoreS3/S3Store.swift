@@ -157,6 +157,32 @@ public struct S3Store: BlobStore {
         return Array(objects.prefix(limit))
     }
 
+    public func listFolders(prefix: String) async throws -> [String] {
+        var names: [String] = []
+        var token: String?
+        let objectPrefix = s3Location.objectKey(prefix)
+        repeat {
+            var query: [(name: String, value: String)] = [
+                ("list-type", "2"), ("prefix", objectPrefix), ("delimiter", "/"), ("max-keys", "1000"),
+            ]
+            if let token { query.append(("continuation-token", token)) }
+            let response = try await client.send(.GET, path: s3Location.bucketPath, query: query)
+            guard response.status == 200 else { throw error(response, "LIST", nil) }
+            noteBucketSeen()
+            let page: S3ListPage
+            do {
+                page = try S3XML.listPage(response.body)
+            } catch {
+                throw StoreError.failed("S3 list of \(prefix) in bucket '\(s3Location.bucket)': \(error)")
+            }
+            for common in page.commonPrefixes where common.hasPrefix(objectPrefix) && common.hasSuffix("/") {
+                names.append(String(common.dropFirst(objectPrefix.count).dropLast()))
+            }
+            token = page.isTruncated ? page.nextContinuationToken : nil
+        } while token != nil
+        return names.sorted()
+    }
+
     public func delete(_ key: BlobKey) async throws {
         let response = try await client.send(.DELETE, path: path(key))
         switch response.status {

@@ -11,6 +11,8 @@ package struct S3ListPage: Equatable {
     var keys: [String] { objects.map(\.key) }
     var isTruncated = false
     var nextContinuationToken: String?
+    /// With a delimiter: the key prefixes that end at it (`CommonPrefixes`).
+    var commonPrefixes: [String] = []
 }
 
 package struct S3ListedObject: Equatable {
@@ -45,6 +47,7 @@ package enum S3XML {
                 page.objects[page.objects.count - 1].size = UInt64(text) ?? 0
             case ["ListBucketResult", "Contents", "LastModified"] where !page.objects.isEmpty:
                 page.objects[page.objects.count - 1].lastModified = text
+            case ["ListBucketResult", "CommonPrefixes", "Prefix"]: page.commonPrefixes.append(text)
             case ["ListBucketResult", "IsTruncated"]: page.isTruncated = text == "true"
             case ["ListBucketResult", "NextContinuationToken"]: page.nextContinuationToken = text
             default: break

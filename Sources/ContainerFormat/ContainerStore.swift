@@ -30,6 +30,12 @@ public struct ContainerStore: Sendable {
         !name.hasPrefix(".") && name.utf8.count <= 255 && !name.contains("/") && BlobKey.isValid(name)
     }
 
+    /// The names of the containers in `store`: its top folders that may be one (a folder
+    /// can be a container still being made: `readIdentity` tells).
+    public static func containerNames(in store: any BlobStore) async throws -> [String] {
+        try await store.listFolders(prefix: "").filter(isValidName)
+    }
+
     // MARK: Keys
 
     var identityKey: BlobKey { BlobKey(validated: "\(container)/identity") }

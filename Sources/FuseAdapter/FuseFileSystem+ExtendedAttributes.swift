@@ -24,7 +24,7 @@ extension FuseFileSystem {
     func getxattr(_ request: Request, _ inode: UInt64, _ name: String, _ size: Int) {
         let attribute = SyncAttribute(name: name)
         guard SyncAttribute.isReserved(name) || keeps(name) else { return request.error(ENOTSUP) }
-        if attribute == .storeUsage, inode == KernelProtocol.rootNode {
+        if attribute == .storeUsage, inode == rootNode {
             // Lists the store: not on a FUSE worker.
             return answerLater(request) { [replica] in
                 let value = FormatCoding.encode(try await replica.storeUsage())
@@ -155,7 +155,7 @@ extension FuseFileSystem {
     /// "versions=SECONDS deleted=SECONDS grace=SECONDS" (any may be left out: it stays) on
     /// the root.
     private func setPolicy(_ request: Request, _ inode: UInt64, _ value: Data) {
-        guard inode == KernelProtocol.rootNode else { return request.error(EINVAL) }
+        guard inode == rootNode else { return request.error(EINVAL) }
         var policy = replica.retentionPolicy
         for field in String(decoding: value, as: UTF8.self).split(whereSeparator: \.isWhitespace) {
             let parts = field.split(separator: "=", maxSplits: 1)

@@ -6,6 +6,28 @@ import FuseKernel
 /// the method of the same name.
 extension FuseFileSystem {
     public func connect(_ offered: KernelInit) -> ConnectionSettings {
+        connected(offered)
+        return Self.settings(offered, options)
+    }
+
+    /// Takes up what the kernel agreed to at `FUSE_INIT` (under `mount --all`, once per
+    /// container, also for containers added later).
+    func connected(_ offered: KernelInit) {
+        // Reads of complete local copies served by the kernel itself (`PassthroughFiles`).
+        // Its backing files need CAP_SYS_ADMIN: a mount by a user is refused the first and
+        // serves reads itself from then on.
+        let passthrough = Self.passthrough(offered, options)
+        passthroughs.enable(
+            passthrough,
+            refusal: passthrough ? nil : options.passthrough ? "the kernel does not offer it" : "turned off (-o nopassthrough)")
+    }
+
+    private static func passthrough(_ offered: KernelInit, _ options: FuseMountOptions) -> Bool {
+        Capabilities(rawValue: offered.flags).contains(.passthrough) && options.passthrough
+    }
+
+    /// The connection's settings for `options`, given what the kernel offers.
+    static func settings(_ offered: KernelInit, _ options: FuseMountOptions) -> ConnectionSettings {
         var settings = ConnectionSettings()
         settings.capabilities = [
             .asyncRead, .bigWrites, .maxPages, .asyncDirectIO,
@@ -23,14 +45,7 @@ extension FuseFileSystem {
         // POSIX ACLs: the kernel checks access by them and caches them, and no longer
         // applies the umask (a folder's default ACL replaces it: `FuseFileSystem.umask`).
         if options.acl { settings.capabilities.formUnion([.posixACL, .dontMask]) }
-        // Reads of complete local copies served by the kernel itself (`PassthroughFiles`).
-        // Its backing files need CAP_SYS_ADMIN: a mount by a user is refused the first and
-        // serves reads itself from then on.
-        let passthrough = Capabilities(rawValue: offered.flags).contains(.passthrough) && options.passthrough
-        if passthrough { settings.capabilities.insert(.passthrough) }
-        passthroughs.enable(
-            passthrough,
-            refusal: passthrough ? nil : options.passthrough ? "the kernel does not offer it" : "turned off (-o nopassthrough)")
+        if passthrough(offered, options) { settings.capabilities.insert(.passthrough) }
         // The kernel keeps the smaller of this and the device's read-ahead, which
         // `KernelReadAhead` raised as the mount was made (as root).
         settings.maxReadahead = UInt32(KernelReadAhead.kibibytes << 10)
@@ -94,7 +109,7 @@ extension FuseFileSystem {
         case .lseek(_, let handle, let offset, let whence): lseek(request, handle, Int(offset), whence)
         case .fallocate(_, let handle, let mode, let offset, let length):
             fallocate(request, handle, mode, Int(offset), Int(length))
-        case .copyFileRange(let sourceHandle, let sourceOffset, let targetHandle, let targetOffset, let length):
+        case .copyFileRange(_, let sourceHandle, let sourceOffset, _, let targetHandle, let targetOffset, let length):
             copyFileRange(request, sourceHandle, Int(sourceOffset), targetHandle, Int(targetOffset), Int(length))
         case .forget, .initialize, .interrupt, .destroy, .unsupported:
             // The session's own (or not served): the kernel then stops asking or does the

@@ -20,10 +20,25 @@ extension FuseFileSystem {
         }
     }
 
+    /// The root's entry under `name` in the folder `parent` (`mount --all`'s top folder),
+    /// counted as one lookup.
+    func rootEntry(parent: UInt64, name: String) throws(ReplicaError) -> Entry {
+        entry(try replica.attributes(of: .root), parent: parent, name: name)
+    }
+
+    /// The root's entry, not yet counted (`countLookup` once the kernel has it).
+    func uncountedRootEntry() throws(ReplicaError) -> Entry {
+        uncountedEntry(try replica.attributes(of: .root))
+    }
+
+    func countLookup(_ entry: Entry, parent: UInt64, name: String) {
+        inodes.remember(entry.node, parent: parent, name: name)
+    }
+
     /// The entry of `item` under its own name in its own folder, counted as one lookup.
     private func namedEntry(of item: ItemID) throws(ReplicaError) -> Entry {
         let attributes = try replica.attributes(of: item)
-        guard item != .root else { return entry(attributes, parent: KernelProtocol.rootNode, name: ".") }
+        guard item != .root else { return entry(attributes, parent: rootNode, name: ".") }
         return entry(attributes, parent: node(try replica.parent(of: item)), name: try replica.name(of: item))
     }
 
@@ -476,7 +491,7 @@ extension FuseFileSystem {
     private func listing(of inode: UInt64) throws(ReplicaError) -> FolderListing {
         let folder = try id(inode)
         let entries = try replica.list(folder)
-        let parentInode = folder == .root ? inode : node(try replica.parent(of: folder))
+        let parentInode = folder == .root ? rootParent : node(try replica.parent(of: folder))
         return FolderListing(folderID: folder, folder: inode, parent: parentInode, entries: entries)
     }
 

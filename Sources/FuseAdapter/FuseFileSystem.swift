@@ -7,9 +7,9 @@ import Replica
 /// call and answers it. No sync logic lives here.
 public final class FuseFileSystem: KernelFileSystem {
     let replica: Replica
-    let options: FuseMountOptions
+    public let options: FuseMountOptions
     let numbers: NodeNumbers
-    let inodes = InodeTable()
+    let inodes: InodeTable
     let files = HandleTable<OpenHandle>()
     let passthroughs = PassthroughFiles()
     let listings = HandleTable<FolderListing>()
@@ -19,11 +19,25 @@ public final class FuseFileSystem: KernelFileSystem {
     let attributeTimeout = 1.0
     let entryTimeout = 1.0
 
-    public init(replica: Replica, options: FuseMountOptions) throws(ReplicaError) {
+    /// The node of the root's `..`: the root itself, or under `mount --all` the top folder.
+    let rootParent: UInt64
+
+    /// `nodeBase`: added to every node number (`NodeNumbers.base`); `rootParent`: the node
+    /// the root's `..` names (nil: the root itself).
+    public init(
+        replica: Replica, options: FuseMountOptions, nodeBase: UInt64 = 0, rootParent: UInt64? = nil
+    ) throws(ReplicaError) {
         self.replica = replica
         self.options = options
-        numbers = NodeNumbers(saved: try replica.savedNodeNumbers()) { [replica] in replica.saveNodeNumbers($0) }
+        numbers = NodeNumbers(saved: try replica.savedNodeNumbers(), base: nodeBase) { [replica] in
+            replica.saveNodeNumbers($0)
+        }
+        inodes = InodeTable(base: nodeBase)
+        self.rootParent = rootParent ?? numbers.root
     }
+
+    /// The root's node.
+    var rootNode: UInt64 { numbers.root }
 
     func id(_ inode: UInt64) throws(ReplicaError) -> ItemID {
         guard let id = numbers.item(inode) else { throw .notFound }

@@ -3,14 +3,23 @@ import Foundation
 import FuseKernel
 import Replica
 
-/// A mounted filesystem: the kernel session at its mount point, serving `FuseFileSystem`.
+/// What `FuseSession` mounts: one container (`FuseFileSystem`) or all of a store's
+/// (`ContainerSetFileSystem`).
+public protocol MountedFileSystem: KernelFileSystem {
+    var options: FuseMountOptions { get }
+    /// Starts (a session) or stops (nil) telling the kernel of changes; at the stop, keeps
+    /// what must outlive the mount.
+    func attach(_ session: KernelSession?)
+}
+
+/// A mounted filesystem: the kernel session at its mount point.
 public final class FuseSession: Sendable {
     private let session: KernelSession
-    private let fileSystem: FuseFileSystem
+    private let fileSystem: any MountedFileSystem
     public var mountPoint: String { session.mountPoint }
 
     /// Mounts `fileSystem` at `mountPoint`; throws with a one-line reason on failure.
-    public init(fileSystem: FuseFileSystem, mountPoint: String) throws {
+    public init(fileSystem: any MountedFileSystem, mountPoint: String) throws {
         self.fileSystem = fileSystem
         // As the kernel will show it; resolved now, as later it would ask this filesystem.
         let resolvedMountPoint = realpath(mountPoint, nil).map { path in
@@ -28,42 +37,49 @@ public final class FuseSession: Sendable {
         if let problem = KernelReadAhead.raise(forMountAt: resolvedMountPoint ?? mountPoint) {
             FuseLog.logger.debug("read-ahead left at the kernel's default: \(problem)")
         }
-        fileSystem.kernel.attach(session)
-        fileSystem.passthroughs.attach(session.channel)
-        fileSystem.replica.setChangeObserver { [weak self] ids in self?.invalidate(ids) }
+        fileSystem.attach(session)
     }
 
     /// Serves requests until the filesystem is unmounted (or SIGINT/SIGTERM/SIGHUP), then
     /// unmounts. Blocks the calling thread.
     public func run() {
         session.run()
-        fileSystem.numbers.saveNow()
-        fileSystem.replica.setChangeObserver(nil)
-        fileSystem.kernel.attach(nil)
-        fileSystem.passthroughs.attach(nil)
+        fileSystem.attach(nil)
+    }
+}
+
+extension FuseFileSystem: MountedFileSystem {
+    public func attach(_ session: KernelSession?) {
+        kernel.attach(session)
+        passthroughs.attach(session?.channel)
+        if session != nil {
+            replica.setChangeObserver { [weak self] ids in self?.invalidate(ids) }
+        } else {
+            numbers.saveNow()
+            replica.setChangeObserver(nil)
+        }
     }
 
     /// Tells the kernel to forget cached attributes, names and pages of changed items, and
     /// again a moment later: a lookup or listing answered just before the change can reach
     /// the kernel after the first invalidation and cache the old name or size again.
     private func invalidate(_ changes: [ItemChange]) {
-        let kernel = fileSystem.kernel
         for change in changes where change.contentChanged {
-            if let inode = fileSystem.numbers.existingNumber(of: change.id) { kernel.noteContentChanged(inode) }
+            if let inode = numbers.existingNumber(of: change.id) { kernel.noteContentChanged(inode) }
         }
         kernel.run { [weak self] in self?.invalidateNow(changes) }
         kernel.run(after: .milliseconds(100)) { [weak self] in self?.invalidateNow(changes) }
     }
 
     private func invalidateNow(_ changes: [ItemChange]) {
-        let kernel = fileSystem.kernel
         var folders = Set<UInt64>()
         for change in changes {
-            let parentInode = change.parent.flatMap(fileSystem.numbers.existingNumber)
-            if let inode = fileSystem.numbers.existingNumber(of: change.id), let known = fileSystem.inodes.lookupEntry(inode) {
+            let parentInode = change.parent.flatMap(numbers.existingNumber)
+            if let inode = numbers.existingNumber(of: change.id), let known = inodes.lookupEntry(inode) {
                 // Only a name that is gone is invalidated: dropping a live dentry would break
-                // programs whose working directory it is.
-                if parentInode != known.parent || change.name != known.name {
+                // programs whose working directory it is. The root's name is not its own
+                // (`.`, or its folder under `mount --all`).
+                if change.id != .root, parentInode != known.parent || change.name != known.name {
                     kernel.invalidateEntryNow(known.parent, known.name)
                     folders.insert(known.parent)
                 }

@@ -20,8 +20,11 @@ final class InodeTable: Sendable {
     /// A forget below zero is our bug: it stops a debug build at once; a release build logs
     /// it and keeps serving.
     private let stopsOnOverForget: Bool
+    /// Subtracted from inode numbers to index the table (`NodeNumbers.base`).
+    private let base: UInt64
 
-    init(stopsOnOverForget: Bool = InodeTable.isDebugBuild) {
+    init(base: UInt64 = 0, stopsOnOverForget: Bool = InodeTable.isDebugBuild) {
+        self.base = base
         self.stopsOnOverForget = stopsOnOverForget
     }
 
@@ -35,7 +38,7 @@ final class InodeTable: Sendable {
 
     func remember(_ inode: UInt64, parent: UInt64, name: String) {
         known.withLock { known in
-            let index = Int(inode)
+            let index = Int(inode - base)
             if index >= known.count {
                 known.append(contentsOf: repeatElement(.none, count: index + 1 - known.count))
             }
@@ -49,7 +52,7 @@ final class InodeTable: Sendable {
     @discardableResult
     func forget(_ inode: UInt64, _ count: UInt64) -> Bool {
         known.withLock { known in
-            let index = Int(inode)
+            let index = Int(inode - base)
             guard index < known.count, known[index].lookups >= count else {
                 let message = "forget of \(count) lookups of inode \(inode) exceeds what was handed out"
                 if stopsOnOverForget { fatalError(message) }
@@ -65,7 +68,7 @@ final class InodeTable: Sendable {
 
     func lookupEntry(_ inode: UInt64) -> Known? {
         known.withLock { known in
-            let index = Int(inode)
+            let index = Int(inode - base)
             return index < known.count && known[index].lookups > 0 ? known[index] : nil
         }
     }

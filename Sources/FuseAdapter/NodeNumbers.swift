@@ -7,6 +7,10 @@ import Synchronization
 /// (file handles and NFS exports name files by them), so new ones are kept with the cache
 /// state (`Replica.saveNodeNumbers`) in batches, not a transaction each: a walk of a large
 /// container meets thousands of items for the first time.
+///
+/// Under `mount --all` several containers share one kernel connection: each container's
+/// numbers are offset by its `base` (`ContainerSlots`), so the kernel's number says whose
+/// it is. The cache keeps the numbers without the base.
 final class NodeNumbers: Sendable {
     private struct Table {
         var byID: [ItemID: UInt64] = [:]
@@ -30,11 +34,13 @@ final class NodeNumbers: Sendable {
 
     private static let unassigned = ItemID("")
     private let table: Mutex<Table>
+    /// Added to every number the kernel sees (0 for a mount of one container).
+    let base: UInt64
     /// Called with the numbers handed out since the last call, shortly after the first.
     private let save: @Sendable ([(UInt64, ItemID)]) -> Void
 
     /// From the numbers kept by earlier mounts; `save` keeps new ones.
-    init(saved: [(UInt64, ItemID)], save: @escaping @Sendable ([(UInt64, ItemID)]) -> Void) {
+    init(saved: [(UInt64, ItemID)], base: UInt64 = 0, save: @escaping @Sendable ([(UInt64, ItemID)]) -> Void) {
         var table = Table()
         for (number, id) in saved { table.record(number, id) }
         if table.byID[.root] == nil {
@@ -42,8 +48,12 @@ final class NodeNumbers: Sendable {
             table.unsaved.append((KernelProtocol.rootNode, .root))
         }
         self.table = Mutex(table)
+        self.base = base
         self.save = save
     }
+
+    /// The root's number, as the kernel sees it.
+    var root: UInt64 { base + KernelProtocol.rootNode }
 
     /// The number of `id`, handing out the next free one on first use.
     func number(of id: ItemID) -> UInt64 {
@@ -55,17 +65,19 @@ final class NodeNumbers: Sendable {
             return (number, table.unsaved.count == 1)
         }
         if first { saveSoon() }
-        return number
+        return base + number
     }
 
     /// The number of `id` if it was ever given one (the kernel can hold only those).
     func existingNumber(of id: ItemID) -> UInt64? {
-        table.withLock { $0.byID[id] }
+        table.withLock { $0.byID[id] }.map { base + $0 }
     }
 
     func item(_ number: UInt64) -> ItemID? {
-        table.withLock { table in
-            guard number >= 1, number <= table.byNumber.count else { return nil }
+        guard number > base else { return nil }
+        let number = number - base
+        return table.withLock { table in
+            guard number <= table.byNumber.count else { return nil }
             let id = table.byNumber[Int(number - 1)]
             return id == Self.unassigned ? nil : id
         }

@@ -41,7 +41,7 @@ struct KeyValueCommand: AsyncParsableCommand {
         @Argument(help: "The mount point.") var mountPoint: String
         /// Taken as they come, dashes too: a negative number (`temp -3`) is a value, not an option.
         @Argument(
-            parsing: .unconditionalRemaining, help: "Pairs of a key and its value as JSON, e.g. level 3 name '\"Ada\"' temp -3.")
+            parsing: .captureForPassthrough, help: "Pairs of a key and its value as JSON, e.g. level 3 name '\"Ada\"' temp -3.")
         var pairs: [String] = []
 
         func validate() throws {

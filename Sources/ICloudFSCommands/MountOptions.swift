@@ -17,6 +17,8 @@ public struct MountOptions: Sendable, Equatable {
     public var umask: UInt32?
     public var foreground = false
     public var debug = false
+    /// Every container of the store, one folder each (`mount --all`).
+    public var all = false
     public var greedy = false
     /// Reads of downloaded files served by the kernel itself (FUSE passthrough; as root).
     public var passthrough = true
@@ -115,6 +117,7 @@ public struct MountOptions: Sendable, Equatable {
         "gid": { options, given throws(MountOptionError) in options.gid = try MountOptions.number(given.option, try given.required(), radix: 10) },
         "umask": { options, given throws(MountOptionError) in options.umask = try MountOptions.number(given.option, try given.required(), radix: 8) },
         "foreground": { options, _ throws(MountOptionError) in options.foreground = true },
+        "all": { options, _ throws(MountOptionError) in options.all = true },
         "debug": { options, _ throws(MountOptionError) in options.debug = true },
         "greedy": { options, _ throws(MountOptionError) in options.greedy = true },
         "nopassthrough": { options, _ throws(MountOptionError) in options.passthrough = false },

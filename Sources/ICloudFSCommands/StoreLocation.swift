@@ -12,6 +12,9 @@ public enum StoreLocation {
         return "\(data)/icloudfs/store"
     }
 
+    /// The folder `defaultCache` names for `mount --all` (a tilde is in no container's name).
+    public static let allContainersCache = "all~containers"
+
     public static func defaultCache(for container: String) -> String {
         let environment = ProcessInfo.processInfo.environment
         let cache = environment["XDG_CACHE_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? "\(NSHomeDirectory())/.cache"

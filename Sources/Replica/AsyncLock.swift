@@ -44,7 +44,7 @@ final class AsyncLock: Sendable {
 
 /// Wakes a sleeping loop early: `wait(upTo:)` returns when signalled or when time is up.
 /// A signal given while nobody waits is kept for the next wait (a change is never missed).
-final class WakeupSignal: Sendable {
+public final class WakeupSignal: Sendable {
     private struct State {
         var signalled = false
         var waiter: (id: UInt64, continuation: CheckedContinuation<Void, Never>)?
@@ -53,7 +53,9 @@ final class WakeupSignal: Sendable {
 
     private let state = Mutex(State())
 
-    func signal() {
+    public init() {}
+
+    public func signal() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard let waiter = state.waiter else {
                 state.signalled = true
@@ -65,7 +67,7 @@ final class WakeupSignal: Sendable {
         waiter?.resume()
     }
 
-    func wait(upTo duration: Duration) async {
+    public func wait(upTo duration: Duration) async {
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
             return state.nextID

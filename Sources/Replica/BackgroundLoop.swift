@@ -3,13 +3,15 @@ import Synchronization
 
 /// A task that runs until stopped, woken early by `wakeup` and, where the store can notify,
 /// by new objects under a prefix: the replica's sync loop and the key-value store's. The one
-/// owner of its task.
-final class BackgroundLoop: Sendable {
-    let wakeup = WakeupSignal()
+/// owner of its task. Also the loop of `mount --all` that finds new containers.
+public final class BackgroundLoop: Sendable {
+    public let wakeup = WakeupSignal()
     private let task = Mutex<Task<Void, Never>?>(nil)
 
+    public init() {}
+
     /// Runs `body` on a task of its own, unless it runs already.
-    func start(notifiedBy store: any BlobStore, under prefix: String, _ body: @escaping @Sendable () async -> Void) {
+    public func start(notifiedBy store: any BlobStore, under prefix: String, _ body: @escaping @Sendable () async -> Void) {
         task.withLock { task in
             guard task == nil else { return }
             task = Task.detached { [wakeup] in
@@ -25,7 +27,7 @@ final class BackgroundLoop: Sendable {
     }
 
     /// Cancels the task, wakes it, and returns once it has ended.
-    func stop() async {
+    public func stop() async {
         let running = task.withLock { task in
             defer { task = nil }
             return task

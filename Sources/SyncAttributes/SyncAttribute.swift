@@ -51,6 +51,9 @@ public enum SyncAttribute: String, CaseIterable, Sendable {
     /// passthrough=on|off, why=REASON (when off), passthroughOpens, cachedOpens, and
     /// requests by kind since the mount (reads, writes, lookups, ...) (`icloudfs status`).
     case kernel
+    /// On the top folder of `mount --all`: each container's name, one per line
+    /// (`icloudfs containers`).
+    case containers
 
     /// What every one of them starts with.
     public static let prefix = "user.icloud."

@@ -80,7 +80,8 @@ public enum Operation {
     case lseek(node: UInt64, handle: UInt64, offset: Int64, whence: Int32)
     case fallocate(node: UInt64, handle: UInt64, mode: Int32, offset: UInt64, length: UInt64)
     case copyFileRange(
-        sourceHandle: UInt64, sourceOffset: UInt64, targetHandle: UInt64, targetOffset: UInt64, length: UInt64)
+        sourceNode: UInt64, sourceHandle: UInt64, sourceOffset: UInt64, targetNode: UInt64, targetHandle: UInt64,
+        targetOffset: UInt64, length: UInt64)
     /// The session's own: the handshake, a caller giving up on a request, the end.
     case initialize(KernelInit)
     case interrupt(unique: UInt64)

@@ -115,8 +115,9 @@ public enum RequestDecoder {
         case FUSE_COPY_FILE_RANGE:
             let arguments = try body.take(fuse_copy_file_range_in.self)
             operation = .copyFileRange(
-                sourceHandle: arguments.fh_in, sourceOffset: arguments.off_in, targetHandle: arguments.fh_out,
-                targetOffset: arguments.off_out, length: arguments.len)
+                sourceNode: node, sourceHandle: arguments.fh_in, sourceOffset: arguments.off_in,
+                targetNode: arguments.nodeid_out, targetHandle: arguments.fh_out, targetOffset: arguments.off_out,
+                length: arguments.len)
         case FUSE_INIT:
             let arguments = try body.take(fuse_init_in.self)
             var flags = UInt64(arguments.flags)

@@ -1,0 +1,164 @@
+import BlobStore
+import ContainerFormat
+import Foundation
+import FuseAdapter
+import Logging
+import Replica
+import Synchronization
+import SystemPackage
+
+/// `mount --all`: every container of the store, each a `MountedContainer` in its folder of a
+/// `ContainerSetFileSystem`, with its cache in `CACHE/FOLDER` (`ContainerFolder`). Containers
+/// made by other devices join within the poll interval; `mkdir` at the top makes one. The
+/// one owner of the members.
+actor AllContainers: ServedContainers {
+    nonisolated let fileSystem: ContainerSetFileSystem
+    private let store: any BlobStore
+    private let cacheRoot: String
+    private let mountPoint: String
+    private let options: MountOptions
+    private let logger: Logger
+    private var members: [String: MountedContainer] = [:]
+    /// Joins under way, so that a `mkdir` and the discovery loop open a container once.
+    private var joining: [String: Task<MountedContainer, any Error>] = [:]
+    private var slots: ContainerSlots
+    private var started = false
+    private let discovery = BackgroundLoop()
+
+    private init(
+        store: any BlobStore, cacheRoot: String, mountPoint: String, options: MountOptions, logger: Logger,
+        fileSystem: ContainerSetFileSystem
+    ) {
+        self.store = store
+        self.cacheRoot = cacheRoot
+        self.mountPoint = mountPoint
+        self.options = options
+        self.logger = logger
+        self.fileSystem = fileSystem
+        slots = ContainerSlots(path: "\(cacheRoot)/containers.json")
+    }
+
+    /// Opens every container the store has (or, offline, that this device has a cache of).
+    static func open(
+        label: String, mountPoint: String, store: any BlobStore, cacheRoot: String, options: MountOptions, logger: Logger
+    ) async throws -> AllContainers {
+        // The filesystem's mkdir reaches the set made after it.
+        let holder = Holder()
+        let fileSystem = ContainerSetFileSystem(options: options.fuseOptions(source: label), cacheRoot: cacheRoot) {
+            container in
+            guard let set = holder.set.withLock({ $0 }) else { throw ExitMessage("the mount is not ready") }
+            _ = try await set.join(container, create: true)
+        }
+        let set = AllContainers(
+            store: store, cacheRoot: cacheRoot, mountPoint: mountPoint, options: options, logger: logger, fileSystem: fileSystem)
+        holder.set.withLock { $0 = set }
+        try await set.joinKnown(failOnUnreachableStore: true)
+        return set
+    }
+
+    /// The containers of the store and those this device has a cache of, that are not
+    /// members yet, joined; one that cannot be opened is logged and tried again next time.
+    private func joinKnown(failOnUnreachableStore: Bool) async throws {
+        var names = Set(slots.containers)
+        if !options.offline {
+            do {
+                names.formUnion(try await ContainerStore.containerNames(in: store))
+            } catch let error as StoreError {
+                // Offline the mount still shows what this device has; at the start, a store
+                // that is not there at all (a typo) is an error.
+                if failOnUnreachableStore, !error.isTransient {
+                    throw ExitMessage("cannot list the containers of \(store.location): \(error.message)")
+                }
+                logger.warning("cannot list the containers of \(store.location): \(error.message)")
+            }
+        }
+        for name in names.sorted() where members[name] == nil {
+            do {
+                _ = try await join(name, create: false)
+            } catch {
+                logger.warning("container \(name) not mounted yet: \(error)")
+            }
+        }
+    }
+
+    /// Makes `container` a member (opening its replica; `create`: making it in the store if
+    /// it is not there) and returns it.
+    func join(_ container: String, create: Bool) async throws -> MountedContainer {
+        if let member = members[container] { return member }
+        if let running = joining[container] { return try await running.value }
+        let slot = try slots.slot(of: container)
+        let cache = "\(cacheRoot)/\(ContainerFolder.name(of: container))"
+        let (store, mountPoint, options, logger) = (store, mountPoint, options, logger)
+        let task = Task {
+            try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+            return try await MountedContainer.open(
+                container, cache: cache, mountPoint: mountPoint, store: store, options: options, logger: logger,
+                nodeBase: ContainerSetFileSystem.base(ofSlot: slot), rootParent: ContainerSetFileSystem.topFolderNode,
+                create: create)
+        }
+        joining[container] = task
+        defer { joining[container] = nil }
+        let member = try await task.value
+        members[container] = member
+        fileSystem.add(container: container, slot: slot, fileSystem: member.fileSystem)
+        if started { member.start() }
+        logger.info("container \(container) mounted at \(mountPoint)/\(ContainerFolder.name(of: container))")
+        return member
+    }
+
+    func start() async {
+        started = true
+        for member in members.values { member.start() }
+        guard !options.offline else { return }
+        discovery.start(notifiedBy: store, under: "") { [self, poll = options.poll, discovery] in
+            while !Task.isCancelled {
+                await discovery.wakeup.wait(upTo: poll)
+                guard !Task.isCancelled else { return }
+                try? await joinKnown(failOnUnreachableStore: false)
+            }
+        }
+    }
+
+    func stop() async -> Int {
+        await discovery.stop()
+        var pending = 0
+        for member in members.values { pending += await member.stop() }
+        return pending
+    }
+
+    private final class Holder: Sendable {
+        let set = Mutex<AllContainers?>(nil)
+    }
+}
+
+/// Each container's slot (`ContainerSetFileSystem.base(ofSlot:)`), kept in the cache root so
+/// that a container's node numbers stay the same from mount to mount (file handles name
+/// files by them). Also the list of containers this device has a cache of.
+struct ContainerSlots {
+    let path: String
+    private var slots: [String: UInt64]
+
+    init(path: String) {
+        self.path = path
+        slots = (try? Data(contentsOf: URL(fileURLWithPath: path)))
+            .flatMap { try? JSONDecoder().decode([String: UInt64].self, from: $0) } ?? [:]
+    }
+
+    var containers: [String] { slots.keys.sorted() }
+
+    /// The slot of `container`, a new one (kept at once) on first use.
+    mutating func slot(of container: String) throws -> UInt64 {
+        if let slot = slots[container] { return slot }
+        let slot = (slots.values.max() ?? 0) + 1
+        slots[container] = slot
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        do {
+            try FileIO.replaceFile(FilePath(path), with: try encoder.encode(slots))
+        } catch {
+            slots[container] = nil
+            throw ExitMessage("cannot record container \(container) in \(path): \(error)")
+        }
+        return slot
+    }
+}
