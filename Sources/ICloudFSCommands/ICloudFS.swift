@@ -22,7 +22,7 @@ public struct ICloudFS: AsyncParsableCommand {
             MountCommand.self, StatusCommand.self, SyncCommand.self, DownloadCommand.self, EvictCommand.self,
             PinCommand.self, UnpinCommand.self, ConflictsCommand.self, VersionsCommand.self, RestoreCommand.self,
             DeletedCommand.self, UndeleteCommand.self, PolicyCommand.self, CollectCommand.self,
-            MonitorCommand.self, KeyValueCommand.self, QueryCommand.self,
+            MonitorCommand.self, KeyValueCommand.self, QueryCommand.self, ContainersCommand.self,
         ]
     )
 

@@ -246,3 +246,51 @@ extension MetadataItem {
         return String(decoding: bytes, as: UTF8.self)
     }
 }
+
+/// A container at a glance (`icloudfs containers`): its items and how far they are synced.
+public struct ContainerSummary: Codable, Sendable, Equatable {
+    public var container: String
+    public var items: Int
+    public var files: Int
+    /// The size of its files.
+    public var bytes: UInt64
+    /// Files whose content is all on this device.
+    public var downloaded: Int
+    public var downloading: Int
+    /// Items with changes not yet all in the store.
+    public var uploading: Int
+    public var conflicts: Int
+    /// Why uploads stop, while they do (the store out of reach, a full quota).
+    public var uploadError: String?
+
+    /// One word or a few: `synced`, `uploading N`, `downloading N`, `N conflicts`, or the
+    /// upload error.
+    public var state: String {
+        if let uploadError { return "error: \(uploadError)" }
+        if uploading > 0 { return "uploading \(uploading)" }
+        if downloading > 0 { return "downloading \(downloading)" }
+        if conflicts > 0 { return "\(conflicts) conflict\(conflicts == 1 ? "" : "s")" }
+        return "synced"
+    }
+}
+
+extension Replica {
+    /// Every item's sync state summed up (one query of all items).
+    public func summary() -> ContainerSummary {
+        let items = query(MetadataQuery())
+        var summary = ContainerSummary(
+            container: configuration.container, items: items.count, files: 0, bytes: 0, downloaded: 0, downloading: 0,
+            uploading: 0, conflicts: 0, uploadError: state.withLock { $0.uploadError })
+        for item in items {
+            if item.kind == ItemKind.file.rawValue {
+                summary.files += 1
+                summary.bytes += item.size
+                if item.downloaded { summary.downloaded += 1 }
+            }
+            if item.downloading { summary.downloading += 1 }
+            if item.uploading { summary.uploading += 1 }
+            if item.conflict { summary.conflicts += 1 }
+        }
+        return summary
+    }
+}

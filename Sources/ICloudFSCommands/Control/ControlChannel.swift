@@ -57,6 +57,8 @@ enum ControlChannel {
         /// string), then a `result` with their count; live, then a `change` per item added,
         /// changed or removed, for as long as the command listens.
         case query(QueryRequest)
+        /// The container at a glance (`ContainerSummary`, as the result).
+        case summary
 
         /// One line: the request's name, and a tab and its argument where it has one.
         var line: String {
@@ -70,6 +72,7 @@ enum ControlChannel {
             case .keyValueRemove(let keys): "kv-rm\t" + ControlChannel.json(keys)
             case .keyValueWatch: "kv-watch"
             case .query(let request): "query\t" + ControlChannel.json(request)
+            case .summary: "summary"
             }
         }
 
@@ -81,6 +84,7 @@ enum ControlChannel {
             case "changes" where parts.count == 1: self = .changes
             case "kv-list" where parts.count == 1: self = .keyValueList
             case "kv-watch" where parts.count == 1: self = .keyValueWatch
+            case "summary" where parts.count == 1: self = .summary
             case "kv-get" where parts.count == 2:
                 guard let key = ControlChannel.decode(String.self, parts[1]) else { return nil }
                 self = .keyValueGet(key)

@@ -12,6 +12,9 @@ struct ControlClient {
     /// Connects to the daemon of the mount whose root is `mountRoot`.
     init(mountRoot: String) throws {
         guard let cache = ExtendedAttributes.get(.cacheFolder, of: mountRoot) else {
+            if ExtendedAttributes.get(.containers, of: mountRoot) != nil {
+                throw ExitMessage("\(mountRoot) is a mount of all containers: give a container's folder in it")
+            }
             if ExtendedAttributes.get(.itemIdentifier, of: mountRoot) != nil {
                 throw ExitMessage("\(mountRoot) is inside an icloudfs mount: give the mount point itself")
             }

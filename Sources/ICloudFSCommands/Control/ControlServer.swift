@@ -116,6 +116,8 @@ final class ControlServer: Sendable {
             connection.send(ControlChannel.Answer.result(Data("{\"count\":\(found.count)}".utf8)).line)
             guard request.live else { return }
             follow(request.query, from: found, on: connection)
+        case .summary:
+            connection.send(ControlChannel.Answer.result(FormatCoding.encode(replica.summary())).line)
         case .keyValueWatch:
             let number = keyValues.watch { change in
                 if !connection.send(ControlChannel.Answer.change(FormatCoding.encode(change)).line, wait: false) {
