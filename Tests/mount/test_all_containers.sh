@@ -1,0 +1,113 @@
+# mount --all: every container of a store under one mount, one folder each (dots as
+# tildes), each synced on its own; new containers from other devices appear.
+
+# mount_all NAME [STORE]: all containers of the store at $T/NAME, cache $T/cache-NAME.
+mount_all() {
+    mkdir -p "$T/$1"
+    "$BIN/icloudfs" mount --all "$T/$1" -o "store=${2:-$T/store},cache=$T/cache-$1,device=$1,poll=200ms"
+}
+
+NOTES=iCloud~com~example~notes
+GAME=iCloud~org~example~game
+
+# all_containers_two_devices [STORE]: each device sees the containers and files the other
+# makes; the per-container commands work through a container's folder.
+all_containers_two_devices() {
+    mount_all a "$@"
+    mount_all b "$@"
+    assert_eq "$(ls -A "$T/a")" "" "an empty store shows no containers"
+    mkdir "$T/a/$NOTES"
+    echo hello > "$T/a/$NOTES/note.txt"
+    eventually 'test "$(cat "$T/b/$NOTES/note.txt")" = hello'
+    mkdir -p "$T/b/$GAME/Documents"
+    echo level-3 > "$T/b/$GAME/Documents/save.txt"
+    eventually 'test "$(cat "$T/a/$GAME/Documents/save.txt")" = level-3'
+    assert_eq "$(ls "$T/a" | tr '\n' ' ')" "$NOTES $GAME " "both containers, by folder name"
+    # Each container has its own key-value store and queries.
+    "$BIN/icloudfs" kv set "$T/a/$GAME" level 3
+    eventually 'test "$("$BIN/icloudfs" kv get "$T/b/$GAME" level)" = 3'
+    fails "$BIN/icloudfs" kv get "$T/b/$NOTES" level
+    assert_eq "$("$BIN/icloudfs" query "$T/a/$GAME" --scope documents --name '*.txt')" "Documents/save.txt"
+    fails "$BIN/icloudfs" kv list "$T/a" 2>"$T/err"
+    grep -q "is a mount of all containers: give a container's folder in it" "$T/err"
+    # The list, with each container's items and state.
+    "$BIN/icloudfs" sync --wait --timeout 30s "$T/a/$NOTES"
+    "$BIN/icloudfs" containers "$T/a" | tee "$T/containers"
+    assert_eq "$(sed -n 1p "$T/containers" | awk '{print $1, $2, $3, $4, $5}')" "CONTAINER ITEMS SIZE LOCAL STATE"
+    grep -qE '^iCloud.com.example.notes +1 +6 B +1/1 +synced$' "$T/containers"
+    "$BIN/icloudfs" containers "$T/b" --json > "$T/json"
+    python3 - "$T/json" "$T/b/$GAME" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+game = next(r for r in rows if r["container"] == "iCloud.org.example.game")
+assert len(rows) == 2, rows
+assert game["items"] == 2 and game["files"] == 1 and game["bytes"] == 8, game
+assert game["path"] == sys.argv[2], game
+PY
+}
+
+test_all_containers_two_devices() {
+    all_containers_two_devices
+    # In the store as any container is, under its own name.
+    test -f "$T/store/iCloud.com.example.notes/identity"
+    test -f "$T/store/iCloud.org.example.game/identity"
+    # A mount of that one container alone sees the same files.
+    mkdir "$T/one"
+    "$BIN/icloudfs" mount iCloud.com.example.notes "$T/one" -o "store=$T/store,cache=$T/cache-one"
+    assert_eq "$(cat "$T/one/note.txt")" hello
+}
+
+test_all_containers_on_s3() {
+    s3_required
+    all_containers_two_devices "$(s3_url "mount-tests/$(basename "$T")-$$-$RANDOM")"
+}
+
+# The top folder holds only containers; nothing moves between containers in place.
+test_all_containers_folder_rules() {
+    mount_all a
+    mkdir "$T/a/$NOTES" "$T/a/$GAME"
+    fails mkdir "$T/a/bad.name" 2>"$T/err"
+    grep -q "Invalid argument" "$T/err"
+    grep -q "mkdir bad.name: not a container name" "$T/cache-a/icloudfs.log"
+    fails mkdir "$T/a/$NOTES" 2>"$T/err"
+    grep -q "File exists" "$T/err"
+    fails touch "$T/a/loose-file"
+    fails rmdir "$T/a/$GAME"
+    fails mv "$T/a/$GAME" "$T/a/iCloud~org~renamed"
+    # Across containers mv copies (the kernel says EXDEV), ln cannot.
+    echo moved > "$T/a/$NOTES/m.txt"
+    mv "$T/a/$NOTES/m.txt" "$T/a/$GAME/m.txt"
+    assert_eq "$(cat "$T/a/$GAME/m.txt")" moved
+    test ! -e "$T/a/$NOTES/m.txt"
+    fails ln "$T/a/$GAME/m.txt" "$T/a/$NOTES/link" 2>"$T/err"
+    grep -q "Invalid cross-device link" "$T/err"
+    # Within one container everything works as in a mount of it alone.
+    mv "$T/a/$GAME/m.txt" "$T/a/$GAME/n.txt"
+    ln "$T/a/$GAME/n.txt" "$T/a/$GAME/hard"
+    # `..` of a container is the top folder.
+    assert_eq "$(cd "$T/a/$GAME" && ls .. | tr '\n' ' ')" "$NOTES $GAME "
+    assert_eq "$(stat -c %i "$T/a/$GAME/..")" "$(stat -c %i "$T/a")"
+    # Node numbers stay from mount to mount (file handles name files by them).
+    local before
+    before=$(stat -c %i "$T/a/$GAME/n.txt")
+    fusermount3 -u "$T/a"
+    mount_all a
+    assert_eq "$(stat -c %i "$T/a/$GAME/n.txt")" "$before" "same inode number after a remount"
+    # Offline, the containers this device has are there.
+    fusermount3 -u "$T/a"
+    mount_all a
+    "$BIN/icloudfs" sync --wait --timeout 30s "$T/a/$GAME"
+    fusermount3 -u "$T/a"
+    "$BIN/icloudfs" mount --all "$T/a" -o "store=$T/store,cache=$T/cache-a,offline"
+    assert_eq "$(cat "$T/a/$GAME/n.txt")" moved
+}
+
+# The fstab form: mount.icloudfs with -o all (any first field; mount shows it).
+test_all_containers_through_mount_helper() {
+    mkdir "$T/m"
+    "$BIN/mount.icloudfs" icloud "$T/m" -o "all,store=$T/store,cache=$T/cache-m"
+    grep -q "^icloud $T/m fuse.icloudfs" /proc/mounts
+    mkdir "$T/m/$NOTES"
+    echo x > "$T/m/$NOTES/f"
+    getfattr --only-values -n user.icloud.containers "$T/m" | grep -qx iCloud.com.example.notes
+}
