@@ -133,6 +133,19 @@ struct S3XMLTests {
         #expect(throws: (any Error).self) { try S3XML.listPage(Data("not xml".utf8)) }
     }
 
+    @Test("a ListObjectsV2 page with a delimiter: the common prefixes")
+    func commonPrefixes() throws {
+        let xml = """
+            <ListBucketResult><Prefix>p/</Prefix><Delimiter>/</Delimiter><IsTruncated>false</IsTruncated>
+            <Contents><Key>p/loose</Key><Size>1</Size></Contents>
+            <CommonPrefixes><Prefix>p/iCloud.a/</Prefix></CommonPrefixes><CommonPrefixes><Prefix>p/iCloud.b/</Prefix></CommonPrefixes>
+            </ListBucketResult>
+            """
+        let page = try S3XML.listPage(Data(xml.utf8))
+        #expect(page.commonPrefixes == ["p/iCloud.a/", "p/iCloud.b/"])
+        #expect(page.keys == ["p/loose"])
+    }
+
     @Test("an error body: code, message and bucket")
     func errorBody() {
         let xml = #"<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchBucket</Code><Message></Message><BucketName>nob</BucketName></Error>"#

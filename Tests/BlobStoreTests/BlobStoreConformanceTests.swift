@@ -79,6 +79,18 @@ struct BlobStoreConformanceTests {
         }
     }
 
+    @Test("listFolders names each folder right under a prefix once, not the objects beside them")
+    func listFolders() async throws {
+        for store in try Self.makeStores() {
+            for key in ["one/identity", "one/journal/1", "two/chunks/ab/abc", "loose", "two/kv/1"] {
+                try await store.put(try BlobKey(key), data: Data())
+            }
+            #expect(try await store.listFolders(prefix: "") == ["one", "two"])
+            #expect(try await store.listFolders(prefix: "two/") == ["chunks", "kv"])
+            #expect(try await store.listFolders(prefix: "none/").isEmpty)
+        }
+    }
+
     @Test("delete removes an object and ignores a missing one")
     func delete() async throws {
         for store in try Self.makeStores() {
