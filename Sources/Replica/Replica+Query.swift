@@ -23,6 +23,17 @@ public struct MetadataQuery: Codable, Sendable, Equatable {
     public var uploading: Bool?
     /// Items with conflict copies.
     public var conflicts: Bool?
+    /// Items of these kinds (`ItemKind` names: file, folder, symlink, ...).
+    public var kinds: Set<String>?
+    /// Files of at least / at most this many bytes (folders and other kinds fail).
+    public var minimumSize: UInt64?
+    public var maximumSize: UInt64?
+    /// Items modified at or after / before this time.
+    public var modifiedAfter: Timestamp?
+    public var modifiedBefore: Timestamp?
+    /// Files with at least / at most this share of their content on this device (0 to 100).
+    public var minimumPercentDownloaded: Double?
+    public var maximumPercentDownloaded: Double?
 
     public init(scope: Scope = .all, name: String? = nil, downloaded: Bool? = nil, uploading: Bool? = nil, conflicts: Bool? = nil) {
         self.scope = scope
@@ -30,6 +41,28 @@ public struct MetadataQuery: Codable, Sendable, Equatable {
         self.downloaded = downloaded
         self.uploading = uploading
         self.conflicts = conflicts
+    }
+
+    /// Whether `item` (as the user sees it) meets the conditions on kind, size and time.
+    func admits(_ item: Item) -> Bool {
+        if let kinds, !kinds.contains(item.kind.rawValue) { return false }
+        if minimumSize != nil || maximumSize != nil {
+            guard item.kind == .file else { return false }
+            if let minimumSize, item.size < minimumSize { return false }
+            if let maximumSize, item.size > maximumSize { return false }
+        }
+        if let modifiedAfter, item.mtime < modifiedAfter { return false }
+        if let modifiedBefore, !(item.mtime < modifiedBefore) { return false }
+        return true
+    }
+
+    /// Whether a file with `percent` of its content here meets the conditions on it.
+    func admits(kind: ItemKind, percentDownloaded percent: Double) -> Bool {
+        guard minimumPercentDownloaded != nil || maximumPercentDownloaded != nil else { return true }
+        guard kind == .file else { return false }
+        if let minimumPercentDownloaded, percent < minimumPercentDownloaded { return false }
+        if let maximumPercentDownloaded, percent > maximumPercentDownloaded { return false }
+        return true
     }
 }
 
@@ -119,7 +152,9 @@ extension Replica {
             if let wanted = query.uploading, isUploading(item, record, &state, pending) != wanted { return nil }
         }
         let item = state.liveItem(item.id) ?? item  // with its unsaved writes
+        guard query.admits(item) else { return nil }
         let sync = fileState(item, &state, pending)
+        guard query.admits(kind: item.kind, percentDownloaded: sync.percentDownloaded) else { return nil }
         return MetadataItem(
             id: item.id.rawValue, path: folderPath.isEmpty ? name : folderPath + "/" + name, kind: item.kind.rawValue, size: item.kind == .folder ? 0 : item.size,
             modified: MetadataItem.isoTime(item.mtime), downloaded: sync.isDownloaded, downloading: sync.isDownloading,

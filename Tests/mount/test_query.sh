@@ -74,3 +74,30 @@ test_query_live_shows_changes_from_another_device() {
     eventually 'grep -q "\"change\":\"changed\".*\"downloaded\":true" "$T/live.json"'
     kill $follower
 }
+
+# Conditions on kind, size, modification time and the share downloaded.
+test_query_kind_size_time_and_percent() {
+    mount_device a
+    mkdir -p "$T/a/Documents/old"
+    head -c 3000 /dev/urandom > "$T/a/Documents/small.bin"
+    head -c $((6 << 20)) /dev/urandom > "$T/a/Documents/big.bin"
+    ln -s small.bin "$T/a/Documents/link"
+    touch -d 2020-01-02T00:00:00Z "$T/a/Documents/old"
+    sync_wait a
+    mount_device b
+    assert_eq "$(query "$T/b" --kind folder | tr '\n' ' ')" "Documents Documents/old " "folders"
+    assert_eq "$(query "$T/b" --kind symlink --kind file | tr '\n' ' ')" "Documents/big.bin Documents/link Documents/small.bin " "two kinds"
+    assert_eq "$(query "$T/b" --min-size 1M)" "Documents/big.bin" "at least 1 MiB"
+    assert_eq "$(query "$T/b" --max-size 3000)" "Documents/small.bin" "at most 3000 bytes (files only)"
+    assert_eq "$(query "$T/b" --modified-before 2021-01-01)" "Documents/old" "before a date"
+    assert_eq "$(query "$T/b" --modified-after 1h --kind folder)" "Documents" "within the last hour"
+    # A read downloads the whole file (partly downloaded is a passing state).
+    cat "$T/b/Documents/big.bin" > /dev/null
+    eventually 'test "$(query "$T/b" --min-percent-downloaded 100)" = Documents/big.bin'
+    assert_eq "$(query "$T/b" --max-percent-downloaded 0)" "Documents/small.bin" "nothing of it here"
+    fails query "$T/b" --kind dir 2>"$T/err"
+    grep -q "not a kind" "$T/err"
+    fails query "$T/b" --modified-after yesterday 2>"$T/err"
+    grep -q "not a time" "$T/err"
+    fails query "$T/b" --min-percent-downloaded 101 2>/dev/null
+}
