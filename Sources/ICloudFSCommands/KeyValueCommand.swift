@@ -20,7 +20,7 @@ struct KeyValueCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Print a key's value as JSON (exit 1 if the key is absent).")
 
-        @Argument(help: "The mount point.") var mountPoint: String
+        @Argument(help: "The mount point, a container's folder in a mount of all, or the name of a mounted container.") var mountPoint: String
         @Argument(help: "The key.") var key: String
 
         func run() async throws {
@@ -38,7 +38,7 @@ struct KeyValueCommand: AsyncParsableCommand {
             commandName: "set",
             abstract: "Set keys to JSON values, all in one write: KEY JSON [KEY JSON ...].")
 
-        @Argument(help: "The mount point.") var mountPoint: String
+        @Argument(help: "The mount point, a container's folder in a mount of all, or the name of a mounted container.") var mountPoint: String
         /// Taken as they come, dashes too: a negative number (`temp -3`) is a value, not an option.
         @Argument(
             parsing: .captureForPassthrough, help: "Pairs of a key and its value as JSON, e.g. level 3 name '\"Ada\"' temp -3.")
@@ -66,7 +66,7 @@ struct KeyValueCommand: AsyncParsableCommand {
     struct Remove: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove keys, all in one write.")
 
-        @Argument(help: "The mount point.") var mountPoint: String
+        @Argument(help: "The mount point, a container's folder in a mount of all, or the name of a mounted container.") var mountPoint: String
         @Argument(help: "The keys.") var keys: [String]
 
         func run() async throws {
@@ -77,7 +77,7 @@ struct KeyValueCommand: AsyncParsableCommand {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print every key and its value (KEY, a tab, JSON).")
 
-        @Argument(help: "The mount point.") var mountPoint: String
+        @Argument(help: "The mount point, a container's folder in a mount of all, or the name of a mounted container.") var mountPoint: String
         @Flag(help: "One JSON object of all keys and values.") var json = false
 
         func run() async throws {
@@ -93,7 +93,7 @@ struct KeyValueCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Print each change other devices make as a JSON line with its reason and keys (Ctrl-C ends).")
 
-        @Argument(help: "The mount point.") var mountPoint: String
+        @Argument(help: "The mount point, a container's folder in a mount of all, or the name of a mounted container.") var mountPoint: String
 
         func run() async throws {
             let client = try ControlClient(mountRoot: mountPoint)

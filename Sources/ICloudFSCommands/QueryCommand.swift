@@ -17,7 +17,7 @@ struct QueryCommand: AsyncParsableCommand {
             `~ PATH`, `- PATH`, or JSON lines {"change":...,"item":...}.
             """)
 
-    @Argument(help: "The mount point.") var mountPoint: String
+    @Argument(help: "The mount point, a container's folder in a mount of all, or the name of a mounted container.") var mountPoint: String
     @Option(help: "documents (the Documents folder), data (everything else) or all.")
     var scope: MetadataQuery.Scope = .all
     @Option(help: "A shell pattern the item's name must match, e.g. '*.txt'.") var name: String?

@@ -123,3 +123,18 @@ test_kv_on_s3() {
     kv_devices_converge "store=$(s3_url "mount-tests/$(basename "$T")-$$-$RANDOM")"
     for d in a b c; do assert_eq "$(kv get "$T/$d" name)" '"Ada"'; done
 }
+
+# kv and query take a mounted container's name instead of its folder.
+test_kv_by_container_name() {
+    mount_device a
+    kv set "$CONTAINER" level 5
+    assert_eq "$(kv get "$T/a" level)" 5
+    assert_eq "$(kv get "$CONTAINER" level)" 5
+    echo x > "$T/a/f.txt"
+    assert_eq "$("$BIN/icloudfs" query "$CONTAINER" --name f.txt)" f.txt
+    mount_device b
+    fails kv get "$CONTAINER" level 2>"$T/err"
+    grep -q "is mounted at $T/a, $T/b: give one of them" "$T/err"
+    fails kv get iCloud.com.example.nothere level 2>"$T/err"
+    grep -q "no mount of a container of that name here" "$T/err"
+}

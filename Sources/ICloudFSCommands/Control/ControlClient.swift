@@ -9,8 +9,10 @@ import Glibc
 struct ControlClient {
     private let connection: ControlConnection
 
-    /// Connects to the daemon of the mount whose root is `mountRoot`.
-    init(mountRoot: String) throws {
+    /// Connects to the daemon of the mount whose root is `given`, or of the container it
+    /// names (`MountFinder`).
+    init(mountRoot given: String) throws {
+        let mountRoot = try MountFinder.mountRoot(for: given)
         guard let cache = ExtendedAttributes.get(.cacheFolder, of: mountRoot) else {
             if ExtendedAttributes.get(.containers, of: mountRoot) != nil {
                 throw ExitMessage("\(mountRoot) is a mount of all containers: give a container's folder in it")
