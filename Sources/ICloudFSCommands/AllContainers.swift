@@ -24,11 +24,14 @@ actor AllContainers: ServedContainers {
     private var slots: ContainerSlots
     private var started = false
     private let discovery = BackgroundLoop()
+    /// The cache root's: a second mount of all on it fails at once, as on a container's cache.
+    private let cacheLock: CacheLock
 
     private init(
         store: any BlobStore, cacheRoot: String, mountPoint: String, options: MountOptions, logger: Logger,
-        fileSystem: ContainerSetFileSystem
+        fileSystem: ContainerSetFileSystem, cacheLock: CacheLock
     ) {
+        self.cacheLock = cacheLock
         self.store = store
         self.cacheRoot = cacheRoot
         self.mountPoint = mountPoint
@@ -42,6 +45,12 @@ actor AllContainers: ServedContainers {
     static func open(
         label: String, mountPoint: String, store: any BlobStore, cacheRoot: String, options: MountOptions, logger: Logger
     ) async throws -> AllContainers {
+        let cacheLock: CacheLock
+        do {
+            cacheLock = try await CacheLock.acquire(folder: cacheRoot, owner: "the mount of all containers at \(mountPoint)")
+        } catch let error as ReplicaError {
+            throw ExitMessage(error.message)
+        }
         // The filesystem's mkdir reaches the set made after it.
         let holder = Holder()
         let fileSystem = ContainerSetFileSystem(options: options.fuseOptions(source: label), cacheRoot: cacheRoot) {
@@ -50,7 +59,8 @@ actor AllContainers: ServedContainers {
             _ = try await set.join(container, create: true)
         }
         let set = AllContainers(
-            store: store, cacheRoot: cacheRoot, mountPoint: mountPoint, options: options, logger: logger, fileSystem: fileSystem)
+            store: store, cacheRoot: cacheRoot, mountPoint: mountPoint, options: options, logger: logger, fileSystem: fileSystem,
+            cacheLock: cacheLock)
         holder.set.withLock { $0 = set }
         try await set.joinKnown(failOnUnreachableStore: true)
         return set
@@ -120,9 +130,11 @@ actor AllContainers: ServedContainers {
     }
 
     func stop() async -> Int {
+        cacheLock.markStopping()
         await discovery.stop()
         var pending = 0
         for member in members.values { pending += await member.stop() }
+        cacheLock.release()
         return pending
     }
 

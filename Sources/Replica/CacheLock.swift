@@ -12,8 +12,8 @@ import Glibc
 /// The lock is a `flock` on `CACHE/lock`, which the kernel drops when the holder dies. The
 /// file says who holds it and whether that holder is stopping: a new device waits for a
 /// stopping one (the daemon of a mount just unmounted), and fails at once, naming the holder,
-/// when the holder is serving.
-final class CacheLock: Sendable {
+/// when the holder is serving. A mount of all containers also holds its cache root's.
+public final class CacheLock: Sendable {
     /// What the lock file says of its holder.
     struct Holder: Equatable {
         var pid: Int32
@@ -49,7 +49,9 @@ final class CacheLock: Sendable {
     /// Takes the lock of `folder`. While a stopping device holds it, waits up to `wait`;
     /// while a serving one does, up to `grace` (it may have been unmounted and not have
     /// noticed yet). Throws `busy`, naming the holder, when it stays held.
-    static func acquire(folder: String, owner: String, wait: Duration, grace: Duration) async throws -> CacheLock {
+    public static func acquire(
+        folder: String, owner: String, wait: Duration = .seconds(60), grace: Duration = .seconds(3)
+    ) async throws -> CacheLock {
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let path = path(in: folder)
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
@@ -110,12 +112,12 @@ final class CacheLock: Sendable {
     }
 
     /// The device has begun to stop: a new one may wait for it rather than fail.
-    func markStopping() {
+    public func markStopping() {
         write(Holder(pid: getpid(), stopping: true, owner: owner))
     }
 
     /// The device has fully stopped (its last state recorded): another may take the cache.
-    func release() {
+    public func release() {
         descriptor.withLock { fd in
             guard let held = fd else { return }
             _ = ftruncate(held, 0)

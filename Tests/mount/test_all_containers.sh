@@ -111,3 +111,17 @@ test_all_containers_through_mount_helper() {
     echo x > "$T/m/$NOTES/f"
     getfattr --only-values -n user.icloud.containers "$T/m" | grep -qx iCloud.com.example.notes
 }
+
+# One daemon per cache: a second mount of all on the same cache fails at once, naming the
+# first; right after an unmount, a new mount waits for the old daemon to finish.
+test_all_containers_one_daemon_per_cache() {
+    mount_all a
+    mkdir "$T/a/$NOTES"
+    echo kept > "$T/a/$NOTES/f"
+    mkdir "$T/second"
+    fails "$BIN/icloudfs" mount --all "$T/second" -o "store=$T/store,cache=$T/cache-a" 2>"$T/err"
+    grep -q "is in use by the mount of all containers at $T/a" "$T/err"
+    fails grep -q "$T/second" /proc/mounts
+    umount "$T/a" && mount_all a
+    assert_eq "$(cat "$T/a/$NOTES/f")" kept
+}

@@ -101,3 +101,9 @@ test_query_kind_size_time_and_percent() {
     grep -q "not a time" "$T/err"
     fails query "$T/b" --min-percent-downloaded 101 2>/dev/null
 }
+
+test_query_live_on_s3() {
+    s3_required
+    MOUNT_OPTIONS="store=$(s3_url "mount-tests/$(basename "$T")-$$-$RANDOM")"
+    test_query_live_shows_changes_from_another_device
+}
