@@ -102,6 +102,7 @@ extension FuseFileSystem {
         if let why = passthrough.refusal { words.append("why=\(why.replacingOccurrences(of: " ", with: "_"))") }
         words.append("passthroughOpens=\(passthrough.passthrough)")
         words.append("cachedOpens=\(passthrough.cached)")
+        words.append("refusedOpens=\(hydration.count)")
         for (kind, count) in kernel.requestCounts.sorted(by: { $0.key < $1.key }) {
             words.append("\(kind.replacingOccurrences(of: " ", with: "_"))=\(count)")
         }

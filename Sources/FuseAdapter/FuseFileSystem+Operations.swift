@@ -277,6 +277,12 @@ extension FuseFileSystem {
                 reply(request, opening: try await replica.open(id, write: false, truncate: false), flags, inode: inode)
             }
         }
+        // A thumbnailer or indexer reading a placeholder would download it (`-o nohydrate`).
+        if !writable, let id = try? id(inode), replica.completeCopySize(of: id) == nil,
+            hydration.refuses(request.caller.pid)
+        {
+            return request.error(EPERM)
+        }
         guard replica.needsDownloadToOpen(write: writable, truncate: truncate) else {
             return answer(request) {
                 let id = try id(inode)

@@ -14,6 +14,7 @@ public final class FuseFileSystem: KernelFileSystem {
     let passthroughs = PassthroughFiles()
     let listings = HandleTable<FolderListing>()
     let kernel = KernelCache()
+    let hydration: HydrationRefusals
     /// Attributes and names change remotely; invalidations keep the kernel honest, and
     /// these bound how stale it can be if one is missed.
     let attributeTimeout = 1.0
@@ -33,6 +34,7 @@ public final class FuseFileSystem: KernelFileSystem {
             replica.saveNodeNumbers($0)
         }
         inodes = InodeTable(base: nodeBase)
+        hydration = HydrationRefusals(programs: options.noHydrate)
         self.rootParent = rootParent ?? numbers.root
     }
 

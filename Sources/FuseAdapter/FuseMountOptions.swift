@@ -14,6 +14,9 @@ public struct FuseMountOptions: Sendable {
     public var debug = false
     /// Reads of complete local copies served by the kernel (FUSE passthrough), where it can.
     public var passthrough = true
+    /// Programs whose opens of files not all downloaded are refused (`HydrationRefusals`).
+    public var noHydrate = FuseMountOptions.defaultNoHydrate
+    public static var defaultNoHydrate: Set<String> { HydrationRefusals.defaultPrograms }
     /// Kernel mount flags (`noexec`, `nosuid`, `nodev`, ...) passed on as given.
     public var kernelFlags: [String] = []
     /// `fsname` shown in `mount` and `df` (the container).

@@ -38,6 +38,10 @@ struct MountCommand: AsyncParsableCommand {
                                  device is still uploading (default 60s)
               offline_wait=DURATION  how long a read waits for a store out of
                                  reach before it fails (default 15s)
+              nohydrate=A:B      programs whose opens of files not downloaded fail
+                                 (EPERM) instead of downloading; +A:B adds to the
+                                 default (thumbnailers, indexers, scanners), empty
+                                 for none
               uid=N, gid=N       show this owner/group for every item instead of
                                  the stored one (default: stored owners as
                                  root, the mounting user otherwise)

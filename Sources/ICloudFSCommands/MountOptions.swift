@@ -1,4 +1,5 @@
 import Foundation
+import FuseAdapter
 import Replica
 
 /// Every `-o` option of mount.icloudfs(8) (docs/man), parsed once; `mount.icloudfs`, `icloudfs mount` and
@@ -19,6 +20,8 @@ public struct MountOptions: Sendable, Equatable {
     public var debug = false
     /// Every container of the store, one folder each (`mount --all`).
     public var all = false
+    /// Programs that may not download by reading (`nohydrate=`; FuseMountOptions).
+    public var noHydrate = FuseMountOptions.defaultNoHydrate
     public var greedy = false
     /// Reads of downloaded files served by the kernel itself (FUSE passthrough; as root).
     public var passthrough = true
@@ -118,6 +121,13 @@ public struct MountOptions: Sendable, Equatable {
         "umask": { options, given throws(MountOptionError) in options.umask = try MountOptions.number(given.option, try given.required(), radix: 8) },
         "foreground": { options, _ throws(MountOptionError) in options.foreground = true },
         "all": { options, _ throws(MountOptionError) in options.all = true },
+        // `nohydrate=a:b` replaces the list, `nohydrate=+a:b` adds to it, `nohydrate=`
+        // empties it (commas separate mount options).
+        "nohydrate": { options, given throws(MountOptionError) in
+            let value = given.value ?? ""
+            let names = Set(value.drop { $0 == "+" }.split(separator: ":").map(String.init))
+            options.noHydrate = value.hasPrefix("+") ? FuseMountOptions.defaultNoHydrate.union(names) : names
+        },
         "debug": { options, _ throws(MountOptionError) in options.debug = true },
         "greedy": { options, _ throws(MountOptionError) in options.greedy = true },
         "nopassthrough": { options, _ throws(MountOptionError) in options.passthrough = false },

@@ -208,6 +208,7 @@ extension MountOptions {
         fuseOptions.acl = acl
         fuseOptions.debug = debug
         fuseOptions.passthrough = passthrough
+        fuseOptions.noHydrate = noHydrate
         fuseOptions.kernelFlags = kernelFlags
         return fuseOptions
     }

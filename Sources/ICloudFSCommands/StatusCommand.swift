@@ -127,6 +127,12 @@ enum KernelLine {
             let parts = word.split(separator: "=", maxSplits: 1)
             if parts.count == 2 { words[String(parts[0])] = String(parts[1]) }
         }
+        let refused = Int(words["refusedOpens"] ?? "0") ?? 0
+        let refusals = refused > 0 ? "\nnohydrate: \(refused) open(s) of files not downloaded refused to thumbnailers and indexers" : ""
+        return kernelLine(words) + refusals
+    }
+
+    private static func kernelLine(_ words: [String: String]) -> String {
         let opens = "\(words["passthroughOpens"] ?? "0") opens served by the kernel, \(words["cachedOpens"] ?? "0") by the daemon"
         if words["passthrough"] == "on" {
             return "kernel: downloaded files are read by the kernel itself (passthrough); \(opens), \(words["read"] ?? "0") read requests"

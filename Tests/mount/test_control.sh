@@ -170,3 +170,27 @@ test_network_blip_does_not_fail_reads() {
     cmp "$T/copy" "$T/a/f1"
     fails xattr downloadingError "$T/b/f1"
 }
+
+# Thumbnailers and indexers (by program name) cannot download by reading a placeholder;
+# downloaded files read normally; status counts the refusals; the list is an option.
+test_nohydrate_refuses_thumbnailers_placeholders() {
+    mount_device a
+    echo photo > "$T/a/photo.jpg"
+    echo other > "$T/a/other.jpg"
+    sync_wait a
+    mount_device b
+    cp /bin/cat "$T/tumblerd"
+    cp /bin/cat "$T/my-indexer"
+    fails "$T/tumblerd" "$T/b/photo.jpg" 2>"$T/err"
+    grep -q "Operation not permitted" "$T/err"
+    assert_eq "$(xattr isDownloaded "$T/b/photo.jpg")" 0 "nothing downloaded"
+    assert_eq "$("$T/my-indexer" "$T/b/photo.jpg")" photo "a program not listed downloads"
+    assert_eq "$("$T/tumblerd" "$T/b/photo.jpg")" photo "a downloaded file reads normally"
+    "$BIN/icloudfs" status "$T/b" | grep -q "nohydrate: 1 open(s) of files not downloaded refused"
+    fusermount3 -u "$T/b"
+    mount_device b nohydrate=+my-indexer
+    fails "$T/my-indexer" "$T/b/other.jpg"
+    fusermount3 -u "$T/b"
+    mount_device b nohydrate=
+    assert_eq "$("$T/tumblerd" "$T/b/other.jpg")" other "an empty list refuses nothing"
+}
