@@ -171,7 +171,7 @@ let package = Package(
         .testTarget(
             name: "FuseAdapterTests",
             dependencies: [
-                "FuseAdapter", "Replica", "ContainerFormat", "BlobStore",
+                "FuseAdapter", "Replica", "ContainerFormat", "BlobStore", "SyncAttributes",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]),

@@ -22,6 +22,7 @@ extension FuseFileSystem {
     }
 
     func getxattr(_ request: Request, _ inode: UInt64, _ name: String, _ size: Int) {
+        if name == OpenVFSData.name { return getOpenVFSData(request, inode, size) }
         let attribute = SyncAttribute(name: name)
         guard SyncAttribute.isReserved(name) || keeps(name) else { return request.error(ENOTSUP) }
         if attribute == .storeUsage, inode == rootNode {
@@ -96,6 +97,27 @@ extension FuseFileSystem {
     }
 
     /// `user.icloud.kernel`: how the kernel serves this mount.
+    /// openVFS's attribute: downloaded is hydrated, downloading hydrating, anything else
+    /// dehydrated (a folder by what is below it, as its `isDownloaded`); pinned is always
+    /// local, unpinned unspecified (nothing is kept online only on purpose here).
+    private func getOpenVFSData(_ request: Request, _ inode: UInt64, _ size: Int) {
+        answer(request) {
+            let item = try id(inode)
+            let attributes = try replica.attributes(of: item)
+            guard attributes.kind == .file || attributes.kind == .folder else { return request.error(ENODATA) }
+            let sync = try replica.syncState(of: item)
+            let data = OpenVFSData(
+                etag: "\(attributes.mtime.seconds).\(attributes.mtime.nanoseconds)-\(attributes.size)",
+                fileID: item.rawValue, size: attributes.kind == .file ? attributes.size : 0,
+                state: sync.isDownloaded ? .hydrated : sync.isDownloading ? .hydrating : .dehydrated,
+                pinState: sync.isPinned ? .alwaysLocal : .unspecified
+            ).encoded
+            if size == 0 { return request.xattrSize(data.count) }
+            guard size >= data.count else { return request.error(ERANGE) }
+            request.reply(bytes: data)
+        }
+    }
+
     private var kernelSummary: String {
         let passthrough = passthroughs.summary
         var words = ["passthrough=\(passthrough.available ? "on" : "off")"]
@@ -115,6 +137,8 @@ extension FuseFileSystem {
     }
 
     func setxattr(_ request: Request, _ inode: UInt64, _ name: String, _ value: Data, _ flags: Int32) {
+        // The mount's own answer, never stored (a copy written back would be stale).
+        if name == OpenVFSData.name { return request.error(EPERM) }
         if SyncAttribute(name: name) == .policy {
             return setPolicy(request, inode, value)
         }
@@ -133,6 +157,7 @@ extension FuseFileSystem {
     }
 
     func removexattr(_ request: Request, _ inode: UInt64, _ name: String) {
+        if name == OpenVFSData.name { return request.error(EPERM) }
         guard SyncAttribute.isReserved(name) || keeps(name) else { return request.error(ENOTSUP) }
         if SyncAttribute.isReserved(name) {
             // The sync state is reported, not stored: removing it changes nothing and is no

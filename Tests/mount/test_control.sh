@@ -194,3 +194,46 @@ test_nohydrate_refuses_thumbnailers_placeholders() {
     mount_device b nohydrate=
     assert_eq "$("$T/tumblerd" "$T/b/other.jpg")" other "an empty list refuses nothing"
 }
+
+# openvfs_data FILE: user.openvfs.data decoded (a MessagePack map of strings and unsigned
+# integers, as openVFS writes it) as "key=value" words.
+openvfs_data() {
+    python3 - "$1" <<'PY'
+import os, sys
+b = os.getxattr(sys.argv[1], "user.openvfs.data")
+def read(i):
+    t = b[i]
+    if t < 0x80: return t, i + 1
+    if 0xa0 <= t < 0xc0: n = t & 0x1f; return b[i+1:i+1+n].decode(), i + 1 + n
+    if t == 0xd9: n = b[i+1]; return b[i+2:i+2+n].decode(), i + 2 + n
+    for code, width in ((0xcc, 1), (0xcd, 2), (0xce, 4), (0xcf, 8)):
+        if t == code: return int.from_bytes(b[i+1:i+1+width], "big"), i + 1 + width
+    raise ValueError(hex(t))
+assert b[0] & 0xf0 == 0x80, b
+i, words = 1, []
+for _ in range(b[0] & 0x0f):
+    key, i = read(i); value, i = read(i); words.append(f"{key}={value}")
+assert i == len(b), (i, len(b))
+print(" ".join(words))
+PY
+}
+
+# user.openvfs.data: openVFS's map for a placeholder, a downloaded file, a pinned one;
+# read-only; never listed (so never copied).
+test_openvfs_attribute() {
+    mount_device a
+    head -c 5000 /dev/urandom > "$T/a/f"
+    sync_wait a
+    mount_device b
+    local id
+    id=$(xattr itemIdentifier "$T/b/f")
+    openvfs_data "$T/b/f" | tee "$T/words"
+    grep -qE "^etag=[0-9.-]+ fileid=$id pinstate=0 size=5000 state=1$" "$T/words"
+    cat "$T/b/f" > /dev/null
+    eventually 'openvfs_data "$T/b/f" | grep -q "pinstate=0 size=5000 state=0$"'
+    "$BIN/icloudfs" pin "$T/b/f"
+    openvfs_data "$T/b/f" | grep -q "pinstate=2 size=5000 state=0$"
+    openvfs_data "$T/b" | grep -q "size=0 state=0$"
+    fails setfattr -n user.openvfs.data -v x "$T/b/f"
+    assert_eq "$(getfattr -d -m - "$T/b/f" 2>/dev/null | grep -c openvfs)" 0 "never listed"
+}
