@@ -235,5 +235,5 @@ test_openvfs_attribute() {
     openvfs_data "$T/b/f" | grep -q "pinstate=2 size=5000 state=0$"
     openvfs_data "$T/b" | grep -q "size=0 state=0$"
     fails setfattr -n user.openvfs.data -v x "$T/b/f"
-    assert_eq "$(getfattr -d -m - "$T/b/f" 2>/dev/null | grep -c openvfs)" 0 "never listed"
+    assert_eq "$(getfattr -d -m - "$T/b/f" 2>/dev/null | grep -c "^user.openvfs")" 0 "never listed"
 }
