@@ -86,6 +86,16 @@ test_debian_package_installs_mounts_and_removes_cleanly() {
     assert_eq "$(bash -c "$complete" sh "icloudfs gc --dr")" --dry-run
     test -s /usr/share/zsh/vendor-completions/_icloudfs
     test -s /usr/share/fish/vendor_completions.d/icloudfs.fish
+    assert_eq "$(bash -c "$complete" sh "icloudfs contai")" containers
+    # Dolphin's context menu: each action of the service menu runs, here on a mounted file.
+    grep -q "^Exec=/usr/lib/icloudfs/icloudfs-action evict %F$" /usr/share/kio/servicemenus/icloudfs.desktop
+    mount -t icloudfs "$CONTAINER" "$T/f" -o "store=$T/store,cache=$T/cache-f"
+    local action
+    action=$(sed -n 's/^Exec=\(.*\) %F$/\1/p' /usr/share/kio/servicemenus/icloudfs.desktop | grep ' pin$')
+    $action "$T/f/file"
+    assert_eq "$(getfattr --only-values -n user.icloud.isPinned "$T/f/file")" 1 "pinned through the menu's command"
+    fails /usr/lib/icloudfs/icloudfs-action evict /etc/hostname 2>/dev/null
+    umount "$T/f"
     # The unit, checked by systemd (an instance of the template; its commands and man pages
     # exist now).
     cp /usr/lib/systemd/user/icloudfs@.service "$T/icloudfs@$CONTAINER.service"
