@@ -24,6 +24,7 @@ actor AllContainers: ServedContainers {
     private var slots: ContainerSlots
     private var started = false
     private let discovery = BackgroundLoop()
+    private let notifier: DesktopNotifier?
     /// The cache root's: a second mount of all on it fails at once, as on a container's cache.
     private let cacheLock: CacheLock
 
@@ -32,6 +33,7 @@ actor AllContainers: ServedContainers {
         fileSystem: ContainerSetFileSystem, cacheLock: CacheLock
     ) {
         self.cacheLock = cacheLock
+        notifier = DesktopNotifier.make(options: options, logger: logger)
         self.store = store
         self.cacheRoot = cacheRoot
         self.mountPoint = mountPoint
@@ -98,13 +100,13 @@ actor AllContainers: ServedContainers {
         if let running = joining[container] { return try await running.value }
         let slot = try slots.slot(of: container)
         let cache = "\(cacheRoot)/\(ContainerFolder.name(of: container))"
-        let (store, mountPoint, options, logger) = (store, mountPoint, options, logger)
+        let (store, mountPoint, options, logger, notifier) = (store, mountPoint, options, logger, notifier)
         let task = Task {
             try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
             return try await MountedContainer.open(
                 container, cache: cache, mountPoint: mountPoint, store: store, options: options, logger: logger,
                 nodeBase: ContainerSetFileSystem.base(ofSlot: slot), rootParent: ContainerSetFileSystem.topFolderNode,
-                create: create)
+                create: create, folder: "\(mountPoint)/\(ContainerFolder.name(of: container))", notifier: notifier)
         }
         joining[container] = task
         defer { joining[container] = nil }

@@ -42,6 +42,9 @@ struct MountCommand: AsyncParsableCommand {
                                  (EPERM) instead of downloading; +A:B adds to the
                                  default (thumbnailers, indexers, scanners), empty
                                  for none
+              nonotify           no desktop notifications (conflicts, files that
+                                 cannot be uploaded, sync stopped for longer than
+                                 notify_wait=DURATION, default 10m)
               uid=N, gid=N       show this owner/group for every item instead of
                                  the stored one (default: stored owners as
                                  root, the mounting user otherwise)

@@ -20,6 +20,10 @@ public struct MountOptions: Sendable, Equatable {
     public var debug = false
     /// Every container of the store, one folder each (`mount --all`).
     public var all = false
+    /// Desktop notifications (`DesktopNotifier`), and how long uploads must stay stopped
+    /// before one says so.
+    public var notify = true
+    public var notifyWait: Duration = .seconds(600)
     /// Programs that may not download by reading (`nohydrate=`; FuseMountOptions).
     public var noHydrate = FuseMountOptions.defaultNoHydrate
     public var greedy = false
@@ -121,6 +125,11 @@ public struct MountOptions: Sendable, Equatable {
         "umask": { options, given throws(MountOptionError) in options.umask = try MountOptions.number(given.option, try given.required(), radix: 8) },
         "foreground": { options, _ throws(MountOptionError) in options.foreground = true },
         "all": { options, _ throws(MountOptionError) in options.all = true },
+        "notify": { options, _ throws(MountOptionError) in options.notify = true },
+        "nonotify": { options, _ throws(MountOptionError) in options.notify = false },
+        "notify_wait": { options, given throws(MountOptionError) in
+            options.notifyWait = try given.duration("a duration like 10m or 30s")
+        },
         // `nohydrate=a:b` replaces the list, `nohydrate=+a:b` adds to it, `nohydrate=`
         // empties it (commas separate mount options).
         "nohydrate": { options, given throws(MountOptionError) in

@@ -76,7 +76,8 @@ struct Mounter {
             fileSystem = set.fileSystem
         } else {
             let one = try await MountedContainer.open(
-                container, cache: cache, mountPoint: mountPoint, store: store, options: options, logger: logger)
+                container, cache: cache, mountPoint: mountPoint, store: store, options: options, logger: logger,
+                notifier: DesktopNotifier.make(options: options, logger: logger))
             served = SingleContainer(member: one)
             fileSystem = one.fileSystem
         }
@@ -126,8 +127,17 @@ final class MountedContainer: Sendable {
     let fileSystem: FuseFileSystem
     private let logger: Logger
     private let control = Mutex<ControlServer?>(nil)
+    /// Where it is mounted, and who tells the desktop of its problems.
+    private let folder: String
+    private let notifier: DesktopNotifier?
+    private let notifying = Mutex<Task<Void, Never>?>(nil)
 
-    private init(name: String, replica: Replica, keyValues: KeyValueService, fileSystem: FuseFileSystem, logger: Logger) {
+    private init(
+        name: String, replica: Replica, keyValues: KeyValueService, fileSystem: FuseFileSystem, logger: Logger,
+        folder: String, notifier: DesktopNotifier?
+    ) {
+        self.folder = folder
+        self.notifier = notifier
         self.name = name
         self.replica = replica
         self.keyValues = keyValues
@@ -138,7 +148,8 @@ final class MountedContainer: Sendable {
     /// `nodeBase`, `rootParent`: as `FuseFileSystem` takes them (under `mount --all`).
     static func open(
         _ container: String, cache: String, mountPoint: String, store: any BlobStore, options: MountOptions, logger: Logger,
-        nodeBase: UInt64 = 0, rootParent: UInt64? = nil, create: Bool = true
+        nodeBase: UInt64 = 0, rootParent: UInt64? = nil, create: Bool = true, folder: String? = nil,
+        notifier: DesktopNotifier?
     ) async throws -> MountedContainer {
         var configuration = ReplicaConfiguration(
             container: container, cacheDirectory: cache, deviceName: options.device ?? ProcessInfo.processInfo.hostName)
@@ -162,7 +173,9 @@ final class MountedContainer: Sendable {
                 logger: logger)
             let fileSystem = try FuseFileSystem(
                 replica: replica, options: options.fuseOptions(source: container), nodeBase: nodeBase, rootParent: rootParent)
-            return MountedContainer(name: container, replica: replica, keyValues: keyValues, fileSystem: fileSystem, logger: logger)
+            return MountedContainer(
+                name: container, replica: replica, keyValues: keyValues, fileSystem: fileSystem, logger: logger,
+                folder: folder ?? mountPoint, notifier: notifier)
         } catch let error as StoreError {
             throw ExitMessage("cannot open container \(container): \(error.message)")
         } catch let error as ReplicaError {
@@ -173,6 +186,7 @@ final class MountedContainer: Sendable {
     func start() {
         replica.start()
         keyValues.start()
+        if let notifier { notifying.withLock { $0 = notifier.watch(replica, name: name, folder: folder) } }
         // The commands' channel (deleted, gc, monitor, kv, query); the mount works without it.
         do {
             let server = try ControlServer(replica: replica, keyValues: keyValues, cache: replica.configuration.cacheDirectory)
@@ -184,6 +198,7 @@ final class MountedContainer: Sendable {
     }
 
     func stop() async -> Int {
+        notifying.withLock { $0?.cancel() }
         control.withLock { $0?.stop() }
         await keyValues.stop()
         await replica.stop()

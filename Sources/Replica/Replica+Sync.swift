@@ -115,6 +115,13 @@ extension Replica {
         state.withLock { $0.device.pending.count }
     }
 
+    /// Why uploads stop, while they do (the store out of reach, a full quota), and how many
+    /// chunks of queued versions were lost from the cache before they were uploaded
+    /// (`contentLost`): what the desktop notifications watch.
+    public var uploadProblems: (error: String?, lostChunks: Int) {
+        state.withLock { ($0.uploadError, $0.lostChunks.count) }
+    }
+
     /// The journal sequence number this device has applied.
     public var head: UInt64 {
         state.withLock { $0.device.synced.head }

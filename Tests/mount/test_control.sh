@@ -237,3 +237,41 @@ test_openvfs_attribute() {
     fails setfattr -n user.openvfs.data -v x "$T/b/f"
     assert_eq "$(getfattr -d -m - "$T/b/f" 2>/dev/null | grep -c "^user.openvfs")" 0 "never listed"
 }
+
+# Desktop notifications, through the notification service's command (here a stand-in
+# notify-send that records what it was asked): a conflict copy made, uploads stopped for
+# longer than notify_wait. Without a session bus, none.
+test_desktop_notifications() {
+    mkdir "$T/bin"
+    printf '#!/bin/sh\nprintf "%%s|" "$@" >> "%s/notified"; echo >> "%s/notified"\n' "$T" "$T" > "$T/bin/notify-send"
+    chmod +x "$T/bin/notify-send"
+    export PATH="$T/bin:$PATH" DBUS_SESSION_BUS_ADDRESS="unix:path=$T/no-bus"
+    for d in a b c; do mount_device $d notify_wait=1s; done
+    echo base > "$T/a/report.txt"
+    sync_wait a
+    eventually 'test -f "$T/b/report.txt" && test -f "$T/c/report.txt"'
+    mv "$T/store" "$T/store.away"
+    echo "from b" > "$T/b/report.txt"
+    echo "from c" > "$T/c/report.txt"
+    "$BIN/icloudfs" sync "$T/b"
+    eventually 'grep -q "^--app-name=icloudfs|Sync of iCloud.com.example.mounttests stopped|" "$T/notified"'
+    mv "$T/store.away" "$T/store"
+    sync_wait b
+    sync_wait c
+    sync_wait a
+    eventually 'grep -q "Conflict in iCloud.com.example.mounttests|A file was changed on two devices at once; both versions are kept:" "$T/notified"'
+    grep -q "$T/a/report (conflicted copy from" "$T/notified"
+    cat "$T/notified"
+    # No session bus: nothing sent.
+    unset DBUS_SESSION_BUS_ADDRESS
+    for d in a b c; do fusermount3 -u "$T/$d"; done
+    local before
+    before=$(wc -l < "$T/notified")
+    XDG_RUNTIME_DIR="$T/no-runtime" mount_device a notify_wait=1s
+    mv "$T/store" "$T/store.away"
+    echo again > "$T/a/report.txt"
+    "$BIN/icloudfs" sync "$T/a"
+    sleep 2.5
+    mv "$T/store.away" "$T/store"
+    assert_eq "$(wc -l < "$T/notified")" "$before" "no bus, no notification"
+}
