@@ -4,6 +4,17 @@ import FuseKernel
 import Synchronization
 import SyncAttributes
 
+/// Why `mkdir` at the top could not make a container now (EAGAIN: try again once online).
+public enum ContainerMakerError: Error, CustomStringConvertible {
+    case storeUnreachable(String)
+
+    public var description: String {
+        switch self {
+        case .storeUnreachable(let why): "the store is out of reach (\(why)); try again once it answers"
+        }
+    }
+}
+
 /// `mount --all`: every container of a store under one kernel connection, one folder each at
 /// the top, named as macOS names them (`ContainerFolder`). The top folder is this type's own;
 /// everything below a container's folder is that container's `FuseFileSystem`, found by the
@@ -16,7 +27,8 @@ import SyncAttributes
 public final class ContainerSetFileSystem: MountedFileSystem {
     public let options: FuseMountOptions
     /// Made on `mkdir` at the top with the container's name; returns once the container is
-    /// a member (`add`). Throws `ContainerSetError` (logged; the caller sees its errno).
+    /// a member (`add`). Throws (logged): `ContainerMakerError.storeUnreachable` is EAGAIN
+    /// to the caller, anything else EIO.
     public typealias ContainerMaker = @Sendable (_ container: String) async throws -> Void
 
     private struct Member {
@@ -219,7 +231,7 @@ public final class ContainerSetFileSystem: MountedFileSystem {
                 try await makeContainer(container)
             } catch {
                 FuseLog.logger.error("mkdir \(folder): cannot create container \(container): \(error)")
-                return request.error(EIO)
+                return request.error(error is ContainerMakerError ? EAGAIN : EIO)
             }
             lookupTop(request, folder)
         }

@@ -23,6 +23,10 @@ actor AllContainers: ServedContainers {
     private var joining: [String: Task<MountedContainer, any Error>] = [:]
     private var slots: ContainerSlots
     private var started = false
+    /// Containers whose failure to open was logged, and whether the store's failure to list
+    /// was: once each, not at every poll.
+    private var unopened: Set<String> = []
+    private var unlisted = false
     private let discovery = BackgroundLoop()
     private let notifier: DesktopNotifier?
     /// The cache root's: a second mount of all on it fails at once, as on a container's cache.
@@ -47,6 +51,9 @@ actor AllContainers: ServedContainers {
     static func open(
         label: String, mountPoint: String, store: any BlobStore, cacheRoot: String, options: MountOptions, logger: Logger
     ) async throws -> AllContainers {
+        if FileManager.default.fileExists(atPath: "\(cacheRoot)/state.sqlite") {
+            throw ExitMessage("\(cacheRoot) is the cache of a single container: give mount --all a cache folder of its own (-o cache=DIR)")
+        }
         let cacheLock: CacheLock
         do {
             cacheLock = try await CacheLock.acquire(folder: cacheRoot, owner: "the mount of all containers at \(mountPoint)")
@@ -68,38 +75,52 @@ actor AllContainers: ServedContainers {
         return set
     }
 
-    /// The containers of the store and those this device has a cache of, that are not
-    /// members yet, joined; one that cannot be opened is logged and tried again next time.
+    /// The containers of the store (where it cannot be listed, offline, those this device has
+    /// a cache of) that are not members yet, joined. One that cannot be opened is logged once
+    /// and tried again at each poll.
     private func joinKnown(failOnUnreachableStore: Bool) async throws {
-        var names = Set(slots.containers)
+        var names = Set(slots.containers.filter { FileManager.default.fileExists(atPath: cache(of: $0)) })
         if !options.offline {
             do {
-                names.formUnion(try await ContainerStore.containerNames(in: store))
+                // The store's list, not the cache's: a container whose making failed (offline,
+                // a crash) has a cache folder and no store folder.
+                names = Set(try await ContainerStore.containerNames(in: store))
             } catch let error as StoreError {
-                // Offline the mount still shows what this device has; at the start, a store
-                // that is not there at all (a typo) is an error.
+                // Out of reach, the mount still shows what this device has; at the start, a
+                // store that is not there at all (a typo) is an error.
                 if failOnUnreachableStore, !error.isTransient {
                     throw ExitMessage("cannot list the containers of \(store.location): \(error.message)")
                 }
-                logger.warning("cannot list the containers of \(store.location): \(error.message)")
+                if !unlisted {
+                    logger.warning("cannot list the containers of \(store.location): \(error.message)")
+                    unlisted = true
+                }
             }
         }
         for name in names.sorted() where members[name] == nil {
             do {
                 _ = try await join(name, create: false)
+                unopened.remove(name)
             } catch {
-                logger.warning("container \(name) not mounted yet: \(error)")
+                if unopened.insert(name).inserted { logger.warning("container \(name) not mounted yet: \(error)") }
             }
         }
     }
 
+    private func cache(of container: String) -> String {
+        "\(cacheRoot)/\(ContainerFolder.name(of: container))"
+    }
+
     /// Makes `container` a member (opening its replica; `create`: making it in the store if
-    /// it is not there) and returns it.
+    /// it is not there) and returns it. A container this call made a cache for and could not
+    /// open leaves no cache folder or slot behind.
     func join(_ container: String, create: Bool) async throws -> MountedContainer {
         if let member = members[container] { return member }
         if let running = joining[container] { return try await running.value }
+        if create, options.offline { throw ContainerMakerError.storeUnreachable("offline mode (-o offline)") }
+        let cache = cache(of: container)
+        let isNew = !FileManager.default.fileExists(atPath: cache)
         let slot = try slots.slot(of: container)
-        let cache = "\(cacheRoot)/\(ContainerFolder.name(of: container))"
         let (store, mountPoint, options, logger, notifier) = (store, mountPoint, options, logger, notifier)
         let task = Task {
             try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
@@ -110,7 +131,16 @@ actor AllContainers: ServedContainers {
         }
         joining[container] = task
         defer { joining[container] = nil }
-        let member = try await task.value
+        let member: MountedContainer
+        do {
+            member = try await task.value
+        } catch {
+            if isNew {
+                try? FileManager.default.removeItem(atPath: cache)
+                slots.forget(container)
+            }
+            throw error
+        }
         members[container] = member
         fileSystem.add(container: container, slot: slot, fileSystem: member.fileSystem)
         if started { member.start() }
@@ -165,14 +195,25 @@ struct ContainerSlots {
         if let slot = slots[container] { return slot }
         let slot = (slots.values.max() ?? 0) + 1
         slots[container] = slot
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         do {
-            try FileIO.replaceFile(FilePath(path), with: try encoder.encode(slots))
+            try save()
         } catch {
             slots[container] = nil
             throw ExitMessage("cannot record container \(container) in \(path): \(error)")
         }
         return slot
+    }
+
+    /// Drops the slot of a container that was never made (best effort: a slot kept is only
+    /// a number not handed out again).
+    mutating func forget(_ container: String) {
+        guard slots.removeValue(forKey: container) != nil else { return }
+        try? save()
+    }
+
+    private func save() throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        try FileIO.replaceFile(FilePath(path), with: try encoder.encode(slots))
     }
 }

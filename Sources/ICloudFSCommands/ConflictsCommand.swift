@@ -13,7 +13,7 @@ struct ConflictsCommand: AsyncParsableCommand {
     var mountPoint: String
 
     func run() async throws {
-        guard ExtendedAttributes.isOnMount(mountPoint) else { throw ExitMessage("\(mountPoint): not on an icloudfs mount") }
+        guard ExtendedAttributes.isOnMount(mountPoint) else { throw ExitMessage("\(mountPoint): \(ExtendedAttributes.notOnMount(mountPoint))") }
         let root = URL(fileURLWithPath: mountPoint).standardizedFileURL.path
         var found = 0
         let enumerator = FileManager.default.enumerator(atPath: root)

@@ -19,7 +19,7 @@ struct PathArguments: ParsableArguments {
         var failed = false
         for path in paths {
             do {
-                guard ExtendedAttributes.isOnMount(path) else { throw ExitMessage("not on an icloudfs mount") }
+                guard ExtendedAttributes.isOnMount(path) else { throw ExitMessage(ExtendedAttributes.notOnMount(path)) }
                 var isFolder: ObjCBool = false
                 _ = FileManager.default.fileExists(atPath: path, isDirectory: &isFolder)
                 if isFolder.boolValue && !recursive { throw ExitMessage("is a folder (use -r)") }

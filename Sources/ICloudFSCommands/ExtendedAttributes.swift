@@ -45,4 +45,11 @@ enum ExtendedAttributes {
     static func isOnMount(_ path: String) -> Bool {
         get(.itemIdentifier, of: path) != nil
     }
+
+    /// Why `path`, not on a mount's tree, is not what a command takes: the top of a mount
+    /// of all containers (whose folders are), or no mount at all.
+    static func notOnMount(_ path: String) -> String {
+        get(.containers, of: path) != nil
+            ? "is a mount of all containers: give a container's folder in it" : "not on an icloudfs mount"
+    }
 }

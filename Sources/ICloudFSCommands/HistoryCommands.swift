@@ -57,7 +57,7 @@ struct RestoreCommand: AsyncParsableCommand {
     var file: String
 
     func run() async throws {
-        guard ExtendedAttributes.isOnMount(file) else { throw ExitMessage("\(file): not on an icloudfs mount") }
+        guard ExtendedAttributes.isOnMount(file) else { throw ExitMessage("\(file): \(ExtendedAttributes.notOnMount(file))") }
         if let name, name.contains("/") { throw ExitMessage("--as takes a name, not a path: \(name)") }
         do {
             try ExtendedAttributes.set(.restore, name.map { "\(version)\n\($0)" } ?? "\(version)", of: file)
@@ -74,7 +74,7 @@ struct RestoreCommand: AsyncParsableCommand {
 
 enum HistoryAttributes {
     static func versions(of file: String) throws -> [FileVersion] {
-        guard ExtendedAttributes.isOnMount(file) else { throw ExitMessage("\(file): not on an icloudfs mount") }
+        guard ExtendedAttributes.isOnMount(file) else { throw ExitMessage("\(file): \(ExtendedAttributes.notOnMount(file))") }
         guard let json = ExtendedAttributes.get(.versions, of: file) else {
             throw ExitMessage("\(file): not a file (only files have versions)")
         }
@@ -192,7 +192,7 @@ enum DeletedListing {
     static func mountRoot(of path: String) throws -> String {
         var current = URL(fileURLWithPath: path).standardizedFileURL
         while !ExtendedAttributes.isOnMount(current.path) {
-            guard current.path != "/" else { throw ExitMessage("\(path): not on an icloudfs mount") }
+            guard current.path != "/" else { throw ExitMessage("\(path): \(ExtendedAttributes.notOnMount(path))") }
             current.deleteLastPathComponent()
         }
         while current.path != "/" {

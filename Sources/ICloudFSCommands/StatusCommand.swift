@@ -18,7 +18,7 @@ struct StatusCommand: AsyncParsableCommand {
         var failed = false
         for path in paths {
             guard let state = ItemSyncState(path: path) else {
-                FileHandle.standardError.write(Data("icloudfs: \(path): not on an icloudfs mount\n".utf8))
+                FileHandle.standardError.write(Data("icloudfs: \(path): \(ExtendedAttributes.notOnMount(path))\n".utf8))
                 failed = true
                 continue
             }

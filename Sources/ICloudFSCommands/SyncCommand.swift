@@ -23,7 +23,7 @@ struct SyncCommand: AsyncParsableCommand {
 
     func run() async throws {
         guard ExtendedAttributes.isOnMount(mountPoint) else {
-            throw ExitMessage("\(mountPoint): not on an icloudfs mount")
+            throw ExitMessage("\(mountPoint): \(ExtendedAttributes.notOnMount(mountPoint))")
         }
         try ExtendedAttributes.set(.sync, "1", of: mountPoint)
         guard wait else { return }

@@ -55,6 +55,10 @@ test_all_containers_two_devices() {
     mkdir "$T/one"
     "$BIN/icloudfs" mount iCloud.com.example.notes "$T/one" -o "store=$T/store,cache=$T/cache-one"
     assert_eq "$(cat "$T/one/note.txt")" hello
+    # A single container's cache is not a cache for all.
+    fusermount3 -u "$T/one"
+    fails "$BIN/icloudfs" mount --all "$T/one" -o "store=$T/store,cache=$T/cache-one" 2>"$T/err"
+    grep -q "is the cache of a single container" "$T/err"
 }
 
 test_all_containers_on_s3() {
@@ -100,6 +104,16 @@ test_all_containers_folder_rules() {
     fusermount3 -u "$T/a"
     "$BIN/icloudfs" mount --all "$T/a" -o "store=$T/store,cache=$T/cache-a,offline"
     assert_eq "$(cat "$T/a/$GAME/n.txt")" moved
+    # Offline no container can be made (EAGAIN), and nothing of it is left to retry.
+    fails mkdir "$T/a/iCloud~made~offline" 2>"$T/err"
+    grep -q "Resource temporarily unavailable" "$T/err"
+    test ! -e "$T/cache-a/iCloud~made~offline"
+    fails grep -q iCloud.made.offline "$T/cache-a/containers.json"
+    # Commands given the top ask for a container's folder.
+    fails "$BIN/icloudfs" sync "$T/a" 2>"$T/err"
+    grep -q "$T/a: is a mount of all containers: give a container's folder in it" "$T/err"
+    fails "$BIN/icloudfs" status "$T/a" 2>"$T/err"
+    grep -q "is a mount of all containers" "$T/err"
 }
 
 # The fstab form: mount.icloudfs with -o all (any first field; mount shows it).

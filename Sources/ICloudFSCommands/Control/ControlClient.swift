@@ -14,13 +14,10 @@ struct ControlClient {
     init(mountRoot given: String) throws {
         let mountRoot = try MountFinder.mountRoot(for: given)
         guard let cache = ExtendedAttributes.get(.cacheFolder, of: mountRoot) else {
-            if ExtendedAttributes.get(.containers, of: mountRoot) != nil {
-                throw ExitMessage("\(mountRoot) is a mount of all containers: give a container's folder in it")
-            }
             if ExtendedAttributes.get(.itemIdentifier, of: mountRoot) != nil {
                 throw ExitMessage("\(mountRoot) is inside an icloudfs mount: give the mount point itself")
             }
-            throw ExitMessage("\(mountRoot): not on an icloudfs mount")
+            throw ExitMessage("\(mountRoot): \(ExtendedAttributes.notOnMount(mountRoot))")
         }
         let path = ControlChannel.socketPath(cache: cache)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
