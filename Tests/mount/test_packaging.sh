@@ -95,6 +95,9 @@ test_debian_package_installs_mounts_and_removes_cleanly() {
     $action "$T/f/file"
     assert_eq "$(getfattr --only-values -n user.icloud.isPinned "$T/f/file")" 1 "pinned through the menu's command"
     fails /usr/lib/icloudfs/icloudfs-action evict /etc/hostname 2>/dev/null
+    # GNOME Files' extension and its emblems.
+    /usr/bin/python3 -c "import ast, sys; ast.parse(open(sys.argv[1]).read())" /usr/share/nautilus-python/extensions/icloudfs.py
+    test -s /usr/share/icons/hicolor/scalable/emblems/emblem-icloudfs-cloud.svg
     umount "$T/f"
     # The unit, checked by systemd (an instance of the template; its commands and man pages
     # exist now).
