@@ -112,6 +112,11 @@ test_nautilus_shows_states_and_acts() {
     eventually 'test "$(emblem uploading.txt)" = emblem-default-symbolic'
     sleep 1
     import -display "$display" -window root "$artifacts/nautilus-after-upload.png"
+    # Downloading is brief here: its words, from the extension's own function.
+    assert_eq "$(/usr/bin/python3 -c 'import importlib.util, sys
+spec = importlib.util.spec_from_file_location("x", sys.argv[1]); m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+print(m.emblems_and_label({"isDownloading": "1", "percentDownloaded": "42.5", "isUploaded": "1"}))' "$REPO/packaging/desktop/icloudfs-nautilus.py")" \
+        "(['emblem-icloudfs-downloading'], 'Downloading 42.5%')"
     # The menu, through the extension: Download Now on a placeholder, Free Up Space after.
     extension_menu download "$T/b/Docs/placeholder.txt" | tee "$T/menu"
     grep -q "ICloudFS::download ICloudFS::pin ICloudFS::versions" "$T/menu"
