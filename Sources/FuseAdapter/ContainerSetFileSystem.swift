@@ -153,8 +153,13 @@ public final class ContainerSetFileSystem: MountedFileSystem {
             return request.ok()
         case .getxattr(Self.topNode, let name, let size):
             return getxattrTop(request, NameBytes.string(name), size)
-        case .listxattr(Self.topNode, _):
-            return request.xattrSize(0)
+        case .listxattr(Self.topNode, let size):
+            // Nothing is listed there (the containers attribute is asked by name).
+            return size == 0 ? request.xattrSize(0) : request.reply(bytes: [])
+        case .setattr(Self.topNode, _):
+            // tar and rsync set the times and owner of the folder they fill: accepted and
+            // left as they are (the top folder is this mount's, not the store's).
+            return request.attributes(topAttributes(), timeout: 1)
         case .statfs(let node):
             if let member = member(of: node) ?? members.first { return member.serve(request, operation) }
             var info = statvfs()
@@ -206,7 +211,8 @@ public final class ContainerSetFileSystem: MountedFileSystem {
     }
 
     private func topEntry() -> Entry {
-        Entry(node: Self.topNode, generation: 1, attributes: topAttributes(), entryTimeout: 1, attributeTimeout: 1)
+        // Generation 0: the kernel's own root inode has it.
+        Entry(node: Self.topNode, generation: 0, attributes: topAttributes(), entryTimeout: 1, attributeTimeout: 1)
     }
 
     private func lookupTop(_ request: Request, _ name: String) {
@@ -238,7 +244,13 @@ public final class ContainerSetFileSystem: MountedFileSystem {
     }
 
     private func readdirTop(_ request: Request, _ handle: UInt64, _ offset: Int, _ size: Int, plus: Bool) {
-        guard let folders = state.withLock({ $0.listings[handle] }) else { return request.error(EBADF) }
+        // Offset 0 again is a rewind: the containers as they are now.
+        let current = offset == 0 ? containers.map(\.folder) : nil
+        guard let folders = state.withLock({ state -> [String]? in
+            guard state.listings[handle] != nil else { return nil }
+            if let current { state.listings[handle] = current }
+            return state.listings[handle]
+        }) else { return request.error(EBADF) }
         var buffer = DirectoryBuffer(capacity: size)
         let count = 2 + folders.count
         var index = max(0, offset)

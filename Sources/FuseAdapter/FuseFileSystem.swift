@@ -107,8 +107,9 @@ public final class FuseFileSystem: KernelFileSystem {
     /// An entry not yet counted as a lookup (a listing counts only those that fit).
     func uncountedEntry(_ attributes: ItemAttributes) -> Entry {
         let node = node(attributes.id)
+        // The kernel's own root inode has generation 0; every other node 1.
         return Entry(
-            node: node, generation: 1, attributes: stat(of: attributes, node: node), entryTimeout: entryTimeout,
+            node: node, generation: node == KernelProtocol.rootNode ? 0 : 1, attributes: stat(of: attributes, node: node), entryTimeout: entryTimeout,
             attributeTimeout: attributeTimeout)
     }
 

@@ -8,9 +8,9 @@ import Synchronization
 import SystemPackage
 
 /// `mount --all`: every container of the store, each a `MountedContainer` in its folder of a
-/// `ContainerSetFileSystem`, with its cache in `CACHE/FOLDER` (`ContainerFolder`). Containers
-/// made by other devices join within the poll interval; `mkdir` at the top makes one. The
-/// one owner of the members.
+/// `ContainerSetFileSystem`, with its cache in `CACHE/containers/FOLDER` (`ContainerFolder`).
+/// Containers made by other devices join within the poll interval; `mkdir` at the top makes
+/// one. The one owner of the members.
 actor AllContainers: ServedContainers {
     nonisolated let fileSystem: ContainerSetFileSystem
     private let store: any BlobStore
@@ -19,12 +19,14 @@ actor AllContainers: ServedContainers {
     private let options: MountOptions
     private let logger: Logger
     private var members: [String: MountedContainer] = [:]
-    /// Joins under way, so that a `mkdir` and the discovery loop open a container once.
+    /// Joins under way, so that a `mkdir` and the discovery loop open a container once; each
+    /// registers its member before it ends.
     private var joining: [String: Task<MountedContainer, any Error>] = [:]
     private var slots: ContainerSlots
     private var started = false
+    private var stopping = false
     /// Containers whose failure to open was logged, and whether the store's failure to list
-    /// was: once each, not at every poll.
+    /// was: once each until it clears, not at every poll.
     private var unopened: Set<String> = []
     private var unlisted = false
     private let discovery = BackgroundLoop()
@@ -34,7 +36,7 @@ actor AllContainers: ServedContainers {
 
     private init(
         store: any BlobStore, cacheRoot: String, mountPoint: String, options: MountOptions, logger: Logger,
-        fileSystem: ContainerSetFileSystem, cacheLock: CacheLock
+        fileSystem: ContainerSetFileSystem, cacheLock: CacheLock, slots: ContainerSlots
     ) {
         self.cacheLock = cacheLock
         notifier = DesktopNotifier.make(options: options, logger: logger)
@@ -44,7 +46,7 @@ actor AllContainers: ServedContainers {
         self.options = options
         self.logger = logger
         self.fileSystem = fileSystem
-        slots = ContainerSlots(path: "\(cacheRoot)/containers.json")
+        self.slots = slots
     }
 
     /// Opens every container the store has (or, offline, that this device has a cache of).
@@ -60,6 +62,7 @@ actor AllContainers: ServedContainers {
         } catch let error as ReplicaError {
             throw ExitMessage(error.message)
         }
+        let slots = try ContainerSlots(path: "\(cacheRoot)/containers.json")
         // The filesystem's mkdir reaches the set made after it.
         let holder = Holder()
         let fileSystem = ContainerSetFileSystem(options: options.fuseOptions(source: label), cacheRoot: cacheRoot) {
@@ -69,22 +72,29 @@ actor AllContainers: ServedContainers {
         }
         let set = AllContainers(
             store: store, cacheRoot: cacheRoot, mountPoint: mountPoint, options: options, logger: logger, fileSystem: fileSystem,
-            cacheLock: cacheLock)
+            cacheLock: cacheLock, slots: slots)
         holder.set.withLock { $0 = set }
         try await set.joinKnown(failOnUnreachableStore: true)
         return set
     }
 
     /// The containers of the store (where it cannot be listed, offline, those this device has
-    /// a cache of) that are not members yet, joined. One that cannot be opened is logged once
-    /// and tried again at each poll.
+    /// a cache of) that are not members yet, joined. A top folder of the store without an
+    /// identity (not a container, or one still being made) is passed over; a container that
+    /// cannot be opened is logged once and tried again at each poll.
     private func joinKnown(failOnUnreachableStore: Bool) async throws {
         var names = Set(slots.containers.filter { FileManager.default.fileExists(atPath: cache(of: $0)) })
+        var listed = false
         if !options.offline {
             do {
                 // The store's list, not the cache's: a container whose making failed (offline,
                 // a crash) has a cache folder and no store folder.
                 names = Set(try await ContainerStore.containerNames(in: store))
+                listed = true
+                if unlisted {
+                    logger.notice("the containers of \(store.location) are listed again")
+                    unlisted = false
+                }
             } catch let error as StoreError {
                 // Out of reach, the mount still shows what this device has; at the start, a
                 // store that is not there at all (a typo) is an error.
@@ -92,13 +102,18 @@ actor AllContainers: ServedContainers {
                     throw ExitMessage("cannot list the containers of \(store.location): \(error.message)")
                 }
                 if !unlisted {
-                    logger.warning("cannot list the containers of \(store.location): \(error.message)")
+                    logger.warning("cannot list the containers of \(store.location): \(error.message); tried again every poll")
                     unlisted = true
                 }
             }
         }
-        for name in names.sorted() where members[name] == nil {
+        for name in names.sorted() where members[name] == nil && !stopping {
             do {
+                if listed, slots.slot(ofKnown: name) == nil,
+                    try await ContainerStore(store: store, container: name).readIdentity() == nil
+                {
+                    continue
+                }
                 _ = try await join(name, create: false)
                 unopened.remove(name)
             } catch {
@@ -108,44 +123,56 @@ actor AllContainers: ServedContainers {
     }
 
     private func cache(of container: String) -> String {
-        "\(cacheRoot)/\(ContainerFolder.name(of: container))"
+        "\(cacheRoot)/containers/\(ContainerFolder.name(of: container))"
     }
 
     /// Makes `container` a member (opening its replica; `create`: making it in the store if
-    /// it is not there) and returns it. A container this call made a cache for and could not
-    /// open leaves no cache folder or slot behind.
+    /// it is not there) and returns it once the mount shows it. A container this call made a
+    /// cache for and could not open leaves no cache folder or slot behind.
     func join(_ container: String, create: Bool) async throws -> MountedContainer {
         if let member = members[container] { return member }
-        if let running = joining[container] { return try await running.value }
+        if let running = joining[container] {
+            // A discovery's join that found no container does not stand for a mkdir's.
+            do { return try await running.value } catch where !create { throw error } catch {}
+            if let member = members[container] { return member }
+        }
+        guard !stopping else { throw ExitMessage("the mount is stopping") }
         if create, options.offline { throw ContainerMakerError.storeUnreachable("offline mode (-o offline)") }
         let cache = cache(of: container)
         let isNew = !FileManager.default.fileExists(atPath: cache)
         let slot = try slots.slot(of: container)
         let (store, mountPoint, options, logger, notifier) = (store, mountPoint, options, logger, notifier)
-        let task = Task {
-            try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
-            return try await MountedContainer.open(
-                container, cache: cache, mountPoint: mountPoint, store: store, options: options, logger: logger,
-                nodeBase: ContainerSetFileSystem.base(ofSlot: slot), rootParent: ContainerSetFileSystem.topFolderNode,
-                create: create, folder: "\(mountPoint)/\(ContainerFolder.name(of: container))", notifier: notifier)
+        let folder = "\(mountPoint)/\(ContainerFolder.name(of: container))"
+        // On this actor: it registers the member before anyone waiting on it resumes.
+        let task = Task { () async throws -> MountedContainer in
+            let member: MountedContainer
+            do {
+                try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+                member = try await MountedContainer.open(
+                    container, cache: cache, mountPoint: mountPoint, store: store, options: options, logger: logger,
+                    nodeBase: ContainerSetFileSystem.base(ofSlot: slot), rootParent: ContainerSetFileSystem.topFolderNode,
+                    create: create, folder: folder, notifier: notifier)
+            } catch {
+                if isNew {
+                    try? FileManager.default.removeItem(atPath: cache)
+                    slots.forget(container)
+                }
+                throw error
+            }
+            register(member, slot: slot)
+            return member
         }
         joining[container] = task
-        defer { joining[container] = nil }
-        let member: MountedContainer
-        do {
-            member = try await task.value
-        } catch {
-            if isNew {
-                try? FileManager.default.removeItem(atPath: cache)
-                slots.forget(container)
-            }
-            throw error
-        }
-        members[container] = member
-        fileSystem.add(container: container, slot: slot, fileSystem: member.fileSystem)
-        if started { member.start() }
-        logger.info("container \(container) mounted at \(mountPoint)/\(ContainerFolder.name(of: container))")
-        return member
+        defer { if joining[container] == task { joining[container] = nil } }
+        return try await task.value
+    }
+
+    private func register(_ member: MountedContainer, slot: UInt64) {
+        members[member.name] = member
+        fileSystem.add(container: member.name, slot: slot, fileSystem: member.fileSystem)
+        // One joined while stopping is stopped with the others (`stop` waits for joins).
+        if started && !stopping { member.start() }
+        logger.info("container \(member.name) mounted at \(mountPoint)/\(ContainerFolder.name(of: member.name))")
     }
 
     func start() async {
@@ -162,8 +189,11 @@ actor AllContainers: ServedContainers {
     }
 
     func stop() async -> Int {
+        stopping = true
         cacheLock.markStopping()
         await discovery.stop()
+        // Joins under way end first: their members are stopped with the rest.
+        for task in joining.values { _ = try? await task.value }
         var pending = 0
         for member in members.values { pending += await member.stop() }
         cacheLock.release()
@@ -182,13 +212,25 @@ struct ContainerSlots {
     let path: String
     private var slots: [String: UInt64]
 
-    init(path: String) {
+    /// Throws if the file is there and cannot be read: numbering the containers anew would
+    /// let old file handles name another container's files.
+    init(path: String) throws {
         self.path = path
-        slots = (try? Data(contentsOf: URL(fileURLWithPath: path)))
-            .flatMap { try? JSONDecoder().decode([String: UInt64].self, from: $0) } ?? [:]
+        guard FileManager.default.fileExists(atPath: path) else {
+            slots = [:]
+            return
+        }
+        guard let data = FileManager.default.contents(atPath: path),
+            let slots = try? JSONDecoder().decode([String: UInt64].self, from: data), !slots.values.contains(0)
+        else {
+            throw ExitMessage("\(path) is damaged (the containers' inode numbers): move it away to start them anew")
+        }
+        self.slots = slots
     }
 
     var containers: [String] { slots.keys.sorted() }
+
+    func slot(ofKnown container: String) -> UInt64? { slots[container] }
 
     /// The slot of `container`, a new one (kept at once) on first use.
     mutating func slot(of container: String) throws -> UInt64 {

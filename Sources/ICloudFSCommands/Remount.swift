@@ -9,7 +9,7 @@ import Glibc
 /// kernel changes the mount's flags; the daemon goes on serving it.
 enum Remount {
     static func apply(_ options: MountOptions, at mountPoint: String) throws {
-        guard ExtendedAttributes.isOnMount(mountPoint) else {
+        guard ExtendedAttributes.isOnMount(mountPoint) || ExtendedAttributes.get(.containers, of: mountPoint) != nil else {
             throw ExitMessage("\(mountPoint): not on an icloudfs mount (remount changes a mount that exists)")
         }
         var names = options.kernelFlags

@@ -60,7 +60,10 @@ struct ManPageTests {
             #expect(names.contains(name), "\(name) not read from the page")
         }
         // Options whose effect is the default show it after their opposite.
-        let opposite = ["rw": "ro", "relatime": "strictatime", "atime": "strictatime", "diratime": "nodiratime", "noacl": "acl"]
+        let opposite = [
+            "rw": "ro", "relatime": "strictatime", "atime": "strictatime", "diratime": "nodiratime", "noacl": "acl",
+            "notify": "nonotify",
+        ]
         for (name, option) in listed {
             do {
                 var options = MountOptions()

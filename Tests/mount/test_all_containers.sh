@@ -107,7 +107,8 @@ test_all_containers_folder_rules() {
     # Offline no container can be made (EAGAIN), and nothing of it is left to retry.
     fails mkdir "$T/a/iCloud~made~offline" 2>"$T/err"
     grep -q "Resource temporarily unavailable" "$T/err"
-    test ! -e "$T/cache-a/iCloud~made~offline"
+    test ! -e "$T/cache-a/containers/iCloud~made~offline"
+    test -d "$T/cache-a/containers/$GAME"
     fails grep -q iCloud.made.offline "$T/cache-a/containers.json"
     # Commands given the top ask for a container's folder.
     fails "$BIN/icloudfs" sync "$T/a" 2>"$T/err"
@@ -138,4 +139,33 @@ test_all_containers_one_daemon_per_cache() {
     fails grep -q "$T/second" /proc/mounts
     umount "$T/a" && mount_all a
     assert_eq "$(cat "$T/a/$NOTES/f")" kept
+}
+
+# The top folder as tools meet it, and what the store holds beside containers.
+test_all_containers_top_folder_and_store_strays() {
+    mount_all a
+    mkdir "$T/a/lock" "$T/a/$NOTES"
+    echo x > "$T/a/lock/f"
+    assert_eq "$(cat "$T/a/lock/f")" x "a container named lock (the cache root has a file of that name)"
+    assert_eq "$(python3 -c 'import os, sys; print(os.listxattr(sys.argv[1]))' "$T/a")" "[]" "listxattr of the top"
+    touch "$T/a"
+    mkdir "$T/src" && echo t > "$T/src/t" && tar -C "$T/src" -cf "$T/t.tar" .
+    fails tar -C "$T/a" -xf "$T/t.tar" 2>"$T/err"
+    fails grep -q "Cannot utime\|Cannot change ownership" "$T/err"
+    "$BIN/icloudfs" mount --all "$T/a" -o remount,ro
+    grep " $T/a " /proc/mounts | grep -q " ro,"
+    "$BIN/icloudfs" mount --all "$T/a" -o remount,rw
+    # A folder of the store that is not a container is not shown, and costs nothing.
+    mkdir -p "$T/store/backups/2026"
+    echo old > "$T/store/backups/2026/dump"
+    sleep 1
+    assert_eq "$(ls "$T/a" | tr '\n' ' ')" "$NOTES lock " "no folder for it"
+    fails grep -q backups "$T/cache-a/containers.json"
+    test ! -e "$T/cache-a/containers/backups"
+    # The store out of reach: said once, and once when it is back.
+    mv "$T/store" "$T/store.away"
+    sleep 1.5
+    mv "$T/store.away" "$T/store"
+    eventually 'grep -q "are listed again" "$T/cache-a/icloudfs.log"'
+    assert_eq "$(grep -c "cannot list the containers" "$T/cache-a/icloudfs.log")" 1 "one warning for the outage"
 }

@@ -168,7 +168,7 @@ test_every_listed_option_mounts_and_remount() {
     local tried=0
     for option in $options; do
         case $option in
-        store | cache | device | poll | cache_size | upload_limit | upload_wait | offline_wait | notify_wait | uid | gid | umask | foreground | debug | remount | offline | x | comment | icloudfs) continue ;;
+        store | cache | device | poll | cache_size | upload_limit | upload_wait | offline_wait | notify_wait | all | uid | gid | umask | foreground | debug | remount | offline | x | comment | icloudfs) continue ;;
         esac
         mkdir -p "$T/m"
         "$BIN/icloudfs" mount "$CONTAINER" "$T/m" -o "store=$T/store,cache=$T/cache-m,$option" 2>"$T/err" || {
