@@ -16,6 +16,18 @@ desktop_tools() {
         { tail -n 5 "$T/apt.log"; return 1; }
 }
 
+# stop_desktop RUNTIME: kills every process of the test's desktop session (found by its
+# XDG_RUNTIME_DIR): services the session bus started (gvfs, tracker, portals) outlive
+# dbus-run-session, and would keep watching mounts after the test.
+stop_desktop() {
+    local pid
+    for pid in $(ps -eo pid=); do
+        if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "XDG_RUNTIME_DIR=$1"; then
+            kill -9 "$pid" 2>/dev/null || true
+        fi
+    done
+}
+
 # extension_menu ACTION PATH: runs the extension's menu item for ACTION on PATH as Nautilus
 # would (its `activate` signal), outside Nautilus.
 extension_menu() {
@@ -88,7 +100,7 @@ test_nautilus_shows_states_and_acts() {
         gsettings set org.gnome.nautilus.window-state initial-size "(1260, 760)"
         exec nautilus --new-window "$1"' sh "$T/b" > "$T/nautilus.log" 2>&1 &
     local nautilus=$!
-    trap 'kill $nautilus $xvfb 2>/dev/null' EXIT
+    trap 'kill $nautilus $xvfb 2>/dev/null; stop_desktop "$T/runtime"' EXIT
     eventually 'grep -q "/uploading.txt	" "$T/emblems.log" && grep -q "/Docs	" "$T/emblems.log"' ||
         { tail -n 20 "$T/nautilus.log"; return 1; }
     sleep 2
@@ -126,5 +138,6 @@ print(m.emblems_and_label({"isDownloading": "1", "percentDownloaded": "42.5", "i
     extension_menu pin "$T/b/cloud.txt"
     eventually 'test "$(xattr isPinned "$T/b/cloud.txt")" = 1'
     kill $nautilus $xvfb 2>/dev/null || true
+    stop_desktop "$T/runtime"
     trap - EXIT
 }
