@@ -12,7 +12,9 @@ desktop_tools() {
         return 0
     fi
     [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null || skip "Nautilus, python3-nautilus, xvfb and imagemagick are not installed"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nautilus python3-nautilus xvfb imagemagick > "$T/apt.log" 2>&1 ||
+    local packages="nautilus python3-nautilus xvfb imagemagick"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages > "$T/apt.log" 2>&1 ||
+        { apt-get update -qq >> "$T/apt.log" 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >> "$T/apt.log" 2>&1; } ||
         { tail -n 5 "$T/apt.log"; return 1; }
 }
 
