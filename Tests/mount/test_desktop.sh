@@ -24,7 +24,7 @@ desktop_tools() {
 stop_desktop() {
     local pid
     for pid in $(ps -eo pid=); do
-        if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "XDG_RUNTIME_DIR=$1"; then
+        if { tr '\0' '\n' < "/proc/$pid/environ"; } 2>/dev/null | grep -qx "XDG_RUNTIME_DIR=$1"; then
             kill -9 "$pid" 2>/dev/null || true
         fi
     done
@@ -93,20 +93,30 @@ test_nautilus_shows_states_and_acts() {
     cp "$REPO/packaging/desktop/icloudfs-nautilus.py" "$home/.local/share/nautilus-python/extensions/icloudfs.py"
     cp "$REPO"/packaging/desktop/emblems/*.svg "$home/.local/share/icons/hicolor/scalable/emblems/"
     Xvfb "$display" -screen 0 1280x800x24 -nolisten tcp > "$T/xvfb.log" 2>&1 &
-    local xvfb=$!
-    export HOME="$home" DISPLAY="$display" XDG_RUNTIME_DIR="$T/runtime" GSETTINGS_BACKEND=keyfile \
+    xvfb_pid=$!
+    # GTK draws with cairo: its GL renderer (llvmpipe here) starved on a busy machine.
+    export HOME="$home" DISPLAY="$display" XDG_RUNTIME_DIR="$T/runtime" GSETTINGS_BACKEND=keyfile GSK_RENDERER=cairo \
         ICLOUDFS_NAUTILUS_LOG="$T/emblems.log" PATH="$BIN:$PATH" NO_AT_BRIDGE=1
     dbus-run-session -- sh -c '
         gsettings set org.gnome.nautilus.preferences default-folder-viewer list-view
         gsettings set org.gnome.nautilus.list-view default-visible-columns "[\"name\", \"size\", \"ICloudFS::state\"]"
         gsettings set org.gnome.nautilus.window-state initial-size "(1260, 760)"
         exec nautilus --new-window "$1"' sh "$T/b" > "$T/nautilus.log" 2>&1 &
-    local nautilus=$!
-    trap 'kill $nautilus $xvfb 2>/dev/null; stop_desktop "$T/runtime"' EXIT
-    eventually 'grep -q "/uploading.txt	" "$T/emblems.log" && grep -q "/Docs	" "$T/emblems.log"' ||
-        { tail -n 20 "$T/nautilus.log"; return 1; }
+    nautilus_pid=$!
+    trap 'kill $nautilus_pid $xvfb_pid 2>/dev/null; stop_desktop "$T/runtime"' EXIT
+    # Nautilus's first start (its caches, the session's services) may take a while on a busy
+    # machine: up to a minute for the folder's first states.
+    local waited=0 artifacts="$REPO/.build/test-results/desktop"
+    until grep -q "/uploading.txt	" "$T/emblems.log" 2>/dev/null && grep -q "/Docs	" "$T/emblems.log"; do
+        if [ $waited -ge 600 ]; then
+            echo "    Nautilus showed no states in 60 s (its screen: $artifacts/nautilus-failed.png)"
+            mkdir -p "$artifacts" && import -display "$display" -window root "$artifacts/nautilus-failed.png"
+            return 1
+        fi
+        sleep 0.1
+        waited=$((waited + 1))
+    done
     sleep 2
-    local artifacts="$REPO/.build/test-results/desktop"
     mkdir -p "$artifacts"
     import -display "$display" -window root "$artifacts/nautilus-states.png"
     cat "$T/emblems.log"
@@ -139,7 +149,7 @@ print(m.emblems_and_label({"isDownloading": "1", "percentDownloaded": "42.5", "i
     eventually 'test "$(xattr isDownloaded "$T/b/Docs/placeholder.txt")" = 0'
     extension_menu pin "$T/b/cloud.txt"
     eventually 'test "$(xattr isPinned "$T/b/cloud.txt")" = 1'
-    kill $nautilus $xvfb 2>/dev/null || true
+    kill $nautilus_pid $xvfb_pid 2>/dev/null || true
     stop_desktop "$T/runtime"
     trap - EXIT
 }

@@ -10,10 +10,8 @@ Installed by the package in /usr/share/nautilus-python/extensions/. docs/SEMANTI
 ICLOUDFS_NAUTILUS_LOG=FILE appends a line per file shown: "PATH<TAB>EMBLEMS<TAB>LABEL".
 """
 
-import ctypes
 import json
 import os
-import signal
 import subprocess
 from collections import OrderedDict
 
@@ -80,15 +78,6 @@ def mount_root(path):
         root = parent
 
 
-def end_with_parent():
-    """In a follower, before it runs: it ends when Nautilus does (PR_SET_PDEATHSIG), not at
-    the next change it would write to a closed pipe."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
-    except OSError:
-        pass
-
-
 def local_path(file):
     if file.get_uri_scheme() != "file":
         return None
@@ -138,8 +127,7 @@ class ICloudFSExtension(GObject.GObject, Nautilus.InfoProvider, Nautilus.MenuPro
             return
         try:
             process = subprocess.Popen(["icloudfs", "query", root, "--live", "--json"], stdout=subprocess.PIPE,
-                                       stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                       preexec_fn=end_with_parent)
+                                       stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
         except OSError:
             return
         self.followers[root] = process
