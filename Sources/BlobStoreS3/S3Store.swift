@@ -135,15 +135,7 @@ public struct S3Store: BlobStore {
             } else if let after {
                 query.append(("start-after", s3Location.objectKey(after.rawValue)))
             }
-            let response = try await client.send(.GET, path: s3Location.bucketPath, query: query)
-            guard response.status == 200 else { throw error(response, "LIST", nil) }
-            noteBucketSeen()
-            let page: S3ListPage
-            do {
-                page = try S3XML.listPage(response.body)
-            } catch {
-                throw StoreError.failed("S3 list of \(prefix) in bucket '\(s3Location.bucket)': \(error)")
-            }
+            let page = try await listPage(query, of: prefix)
             for object in page.objects {
                 // Objects written by other tools may have names that are not store keys.
                 if let storeKey = s3Location.storeKey(fromObjectKey: object.key), let key = try? BlobKey(storeKey) {
@@ -166,15 +158,7 @@ public struct S3Store: BlobStore {
                 ("list-type", "2"), ("prefix", objectPrefix), ("delimiter", "/"), ("max-keys", "1000"),
             ]
             if let token { query.append(("continuation-token", token)) }
-            let response = try await client.send(.GET, path: s3Location.bucketPath, query: query)
-            guard response.status == 200 else { throw error(response, "LIST", nil) }
-            noteBucketSeen()
-            let page: S3ListPage
-            do {
-                page = try S3XML.listPage(response.body)
-            } catch {
-                throw StoreError.failed("S3 list of \(prefix) in bucket '\(s3Location.bucket)': \(error)")
-            }
+            let page = try await listPage(query, of: prefix)
             for common in page.commonPrefixes where common.hasPrefix(objectPrefix) && common.hasSuffix("/") {
                 names.append(String(common.dropFirst(objectPrefix.count).dropLast()))
             }
@@ -196,6 +180,18 @@ public struct S3Store: BlobStore {
     }
 
     // MARK: - Internals
+
+    /// One page of `ListObjectsV2` with `query`'s parameters.
+    private func listPage(_ query: [(name: String, value: String)], of prefix: String) async throws -> S3ListPage {
+        let response = try await client.send(.GET, path: s3Location.bucketPath, query: query)
+        guard response.status == 200 else { throw error(response, "LIST", nil) }
+        noteBucketSeen()
+        do {
+            return try S3XML.listPage(response.body)
+        } catch {
+            throw StoreError.failed("S3 list of \(prefix) in bucket '\(s3Location.bucket)': \(error)")
+        }
+    }
 
     private func path(_ key: BlobKey) -> String {
         s3Location.path(of: s3Location.objectKey(key.rawValue))

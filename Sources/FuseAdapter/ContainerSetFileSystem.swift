@@ -53,7 +53,6 @@ public final class ContainerSetFileSystem: MountedFileSystem {
     private let cacheRoot: String
     private let mountedAt = Timestamp.now()
     private static let slotShift: UInt64 = 40
-    private static let topNode = KernelProtocol.rootNode
 
     public init(options: FuseMountOptions, cacheRoot: String, makeContainer: @escaping ContainerMaker) {
         self.options = options
@@ -65,8 +64,8 @@ public final class ContainerSetFileSystem: MountedFileSystem {
     /// numbers).
     public static func base(ofSlot slot: UInt64) -> UInt64 { slot << slotShift }
 
-    /// The node a container's root's `..` names.
-    public static var topFolderNode: UInt64 { topNode }
+    /// The top folder's node (the kernel's root), which a container root's `..` names.
+    public static let topFolderNode = KernelProtocol.rootNode
 
     /// Makes `fileSystem` (built with `base(ofSlot: slot)`) the folder of `container`.
     public func add(container: String, slot: UInt64, fileSystem: FuseFileSystem) {
@@ -79,7 +78,7 @@ public final class ContainerSetFileSystem: MountedFileSystem {
         if let offered { fileSystem.connected(offered) }
         if let session { fileSystem.attach(session) }
         // The top folder's listing and link count changed.
-        kernel.run { [kernel] in kernel.invalidateInodeNow(Self.topNode) }
+        kernel.run { [kernel] in kernel.invalidateInodeNow(Self.topFolderNode) }
     }
 
     /// The containers mounted, by folder name.
@@ -127,16 +126,16 @@ public final class ContainerSetFileSystem: MountedFileSystem {
 
     public func serve(_ request: Request, _ operation: FuseKernel.Operation) {
         switch operation {
-        case .lookup(let parent, let name) where parent == Self.topNode:
+        case .lookup(let parent, let name) where parent == Self.topFolderNode:
             return lookupTop(request, NameBytes.string(name))
         case .lookup(let parent, let name) where name == Array("..".utf8):
             // A container root's `..` is the top folder.
             if let member = member(of: parent), parent == member.rootNode { return request.entry(topEntry()) }
-        case .getattr(Self.topNode):
+        case .getattr(Self.topFolderNode):
             return request.attributes(topAttributes(), timeout: 1)
-        case .mkdir(Self.topNode, let name, _, _):
+        case .mkdir(Self.topFolderNode, let name, _, _):
             return mkdirTop(request, NameBytes.string(name))
-        case .opendir(Self.topNode, _):
+        case .opendir(Self.topFolderNode, _):
             let folders = containers.map(\.folder)
             let handle = state.withLock { state in
                 defer { state.nextListing += 1 }
@@ -144,19 +143,19 @@ public final class ContainerSetFileSystem: MountedFileSystem {
                 return state.nextListing
             }
             return request.opened(OpenReply(handle: handle))
-        case .readdir(Self.topNode, let handle, let offset, let size, let plus):
+        case .readdir(Self.topFolderNode, let handle, let offset, let size, let plus):
             return readdirTop(request, handle, Int(offset), size, plus: plus)
-        case .releasedir(Self.topNode, let handle):
+        case .releasedir(Self.topFolderNode, let handle):
             state.withLock { _ = $0.listings.removeValue(forKey: handle) }
             return request.ok()
-        case .fsyncdir(Self.topNode, _):
+        case .fsyncdir(Self.topFolderNode, _):
             return request.ok()
-        case .getxattr(Self.topNode, let name, let size):
+        case .getxattr(Self.topFolderNode, let name, let size):
             return getxattrTop(request, NameBytes.string(name), size)
-        case .listxattr(Self.topNode, let size):
+        case .listxattr(Self.topFolderNode, let size):
             // Nothing is listed there (the containers attribute is asked by name).
             return size == 0 ? request.xattrSize(0) : request.reply(bytes: [])
-        case .setattr(Self.topNode, _):
+        case .setattr(Self.topFolderNode, _):
             // tar and rsync set the times and owner of the folder they fill: accepted and
             // left as they are (the top folder is this mount's, not the store's).
             return request.attributes(topAttributes(), timeout: 1)
@@ -167,10 +166,10 @@ public final class ContainerSetFileSystem: MountedFileSystem {
             info.f_namemax = 255
             return request.statfs(info)
         case .rename(let parent, _, let newParent, _, _):
-            if parent == Self.topNode || newParent == Self.topNode { return refuseAtTop(request) }
+            if parent == Self.topFolderNode || newParent == Self.topFolderNode { return refuseAtTop(request) }
             if !Self.sameContainer(parent, newParent) { return request.error(EXDEV) }
         case .link(let node, let newParent, _):
-            if newParent == Self.topNode { return refuseAtTop(request) }
+            if newParent == Self.topFolderNode { return refuseAtTop(request) }
             if !Self.sameContainer(node, newParent) { return request.error(EXDEV) }
         case .copyFileRange(let sourceNode, _, _, let targetNode, _, _, _):
             if !Self.sameContainer(sourceNode, targetNode) { return request.error(EXDEV) }
@@ -178,7 +177,7 @@ public final class ContainerSetFileSystem: MountedFileSystem {
             break
         }
         guard let node = Self.node(of: operation) else { return request.error(ENOSYS) }
-        if node == Self.topNode { return refuseAtTop(request) }
+        if node == Self.topFolderNode { return refuseAtTop(request) }
         guard let member = member(of: node) else { return request.error(ENOENT) }
         member.serve(request, operation)
     }
@@ -197,7 +196,7 @@ public final class ContainerSetFileSystem: MountedFileSystem {
 
     private func topAttributes() -> stat {
         var result = Glibc.stat()
-        result.st_ino = UInt(Self.topNode)
+        result.st_ino = UInt(Self.topFolderNode)
         result.st_mode = S_IFDIR | (0o755 & ~options.umask)
         result.st_nlink = UInt(2 + state.withLock { $0.bySlot.count })
         result.st_uid = options.uid ?? getuid()
@@ -212,14 +211,14 @@ public final class ContainerSetFileSystem: MountedFileSystem {
 
     private func topEntry() -> Entry {
         // Generation 0: the kernel's own root inode has it.
-        Entry(node: Self.topNode, generation: 0, attributes: topAttributes(), entryTimeout: 1, attributeTimeout: 1)
+        Entry(node: Self.topFolderNode, generation: 0, attributes: topAttributes(), entryTimeout: 1, attributeTimeout: 1)
     }
 
     private func lookupTop(_ request: Request, _ name: String) {
         if name == "." || name == ".." { return request.entry(topEntry()) }
         guard let member = member(named: name) else { return request.error(ENOENT) }
         do {
-            request.entry(try member.rootEntry(parent: Self.topNode, name: name))
+            request.entry(try member.rootEntry(parent: Self.topFolderNode, name: name))
         } catch {
             request.error(error)
         }
@@ -262,8 +261,8 @@ public final class ContainerSetFileSystem: MountedFileSystem {
                 let name = Array((index == 0 ? "." : "..").utf8)
                 added =
                     plus
-                    ? buffer.addPlus(entry: nil, name: name, inode: Self.topNode, mode: S_IFDIR, nextOffset: next)
-                    : buffer.add(name: name, inode: Self.topNode, mode: S_IFDIR, nextOffset: next)
+                    ? buffer.addPlus(entry: nil, name: name, inode: Self.topFolderNode, mode: S_IFDIR, nextOffset: next)
+                    : buffer.add(name: name, inode: Self.topFolderNode, mode: S_IFDIR, nextOffset: next)
             } else {
                 let folder = folders[index - 2]
                 guard let member = member(named: folder), let entry = try? member.uncountedRootEntry() else {
@@ -273,7 +272,7 @@ public final class ContainerSetFileSystem: MountedFileSystem {
                 let name = Array(folder.utf8)
                 if plus {
                     added = buffer.addPlus(entry: entry, name: name, inode: entry.node, mode: S_IFDIR, nextOffset: next)
-                    if added { member.countLookup(entry, parent: Self.topNode, name: folder) }
+                    if added { member.countLookup(entry, parent: Self.topFolderNode, name: folder) }
                 } else {
                     added = buffer.add(name: name, inode: entry.node, mode: S_IFDIR, nextOffset: next)
                 }

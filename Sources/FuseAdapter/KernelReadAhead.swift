@@ -15,7 +15,7 @@ enum KernelReadAhead {
             let device = mounts.split(separator: "\n").reversed().lazy.compactMap({ line -> Substring? in
                 // ID PARENT MAJOR:MINOR ROOT MOUNTPOINT ...
                 let fields = line.split(separator: " ", maxSplits: 5)
-                guard fields.count > 4, unescaped(fields[4]) == mountPoint else { return nil }
+                guard fields.count > 4, MountTable.unescaped(fields[4]) == mountPoint else { return nil }
                 return fields[2]
             }).first
         else { return "the mount is not in /proc/self/mountinfo" }
@@ -26,22 +26,5 @@ enum KernelReadAhead {
         } catch {
             return "cannot write \(path): \(error.localizedDescription)"
         }
-    }
-
-    /// mountinfo writes space, tab, newline and backslash as octal escapes (`\040`).
-    static func unescaped(_ field: Substring) -> String {
-        var bytes: [UInt8] = []
-        var utf8 = Array(field.utf8)[...]
-        while let byte = utf8.popFirst() {
-            if byte == UInt8(ascii: "\\"), utf8.count >= 3,
-                let value = UInt8(String(decoding: utf8.prefix(3), as: UTF8.self), radix: 8)
-            {
-                bytes.append(value)
-                utf8 = utf8.dropFirst(3)
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -74,13 +74,7 @@ test_nautilus_shows_states_and_acts() {
     "$BIN/icloudfs" pin "$T/b/pinned.txt"
     fails cat "$T/b/broken.txt" 2>/dev/null
     eventually 'test -n "$(xattr downloadingError "$T/b/broken.txt")"'
-    # A conflict: a and b change conflict.txt while the store is away.
-    mv "$T/store" "$T/store.away"
-    echo "from a" > "$T/a/conflict.txt"
-    echo "from b" > "$T/b/conflict.txt"
-    mv "$T/store.away" "$T/store"
-    sync_wait a
-    sync_wait b
+    conflicting_edits conflict.txt a b
     eventually 'test "$(xattr hasUnresolvedConflicts "$T/b/conflict.txt")" = 1'
     # Not yet uploaded: written while the store is away (until the end of the test).
     mv "$T/store" "$T/store.away"

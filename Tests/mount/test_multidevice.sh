@@ -60,12 +60,7 @@ test_simultaneous_edits_one_conflict_copy() {
     sync_wait a
     eventually 'test -f "$T/b/report.txt" && test -f "$T/c/report.txt"'
     # b and c edit from the same base while their uploads are held back.
-    mv "$T/store" "$T/store.away"
-    echo "from b" > "$T/b/report.txt"
-    echo "from c" > "$T/c/report.txt"
-    mv "$T/store.away" "$T/store"
-    sync_wait b
-    sync_wait c
+    conflicting_edits report.txt b c
     sync_wait a
     for d in a b c; do
         eventually "test \$(ls \"$T/$d\" | wc -l) = 2"

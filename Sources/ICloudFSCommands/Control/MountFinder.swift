@@ -1,5 +1,6 @@
 import ContainerFormat
 import Foundation
+import FuseAdapter
 
 /// Finds the mount of a container named instead of a mount point (`icloudfs kv get
 /// iCloud.com.example.notes level`): a mount of it alone, or its folder in a mount of all
@@ -26,30 +27,15 @@ enum MountFinder {
         for line in table.split(separator: "\n") {
             let fields = line.split(separator: " ")
             guard fields.count >= 3, fields[2] == "fuse.icloudfs" else { continue }
-            let mountPoint = unescaped(String(fields[1]))
+            let mountPoint = MountTable.unescaped(fields[1])
             if let names = ExtendedAttributes.get(.containers, of: mountPoint) {
                 if names.split(separator: "\n").contains(Substring(container)) {
                     found.append("\(mountPoint)/\(ContainerFolder.name(of: container))")
                 }
-            } else if unescaped(String(fields[0])) == container {
+            } else if MountTable.unescaped(fields[0]) == container {
                 found.append(mountPoint)
             }
         }
         return found
-    }
-
-    /// A field of the mount table: space, tab, newline and backslash are written `\NNN`.
-    private static func unescaped(_ field: String) -> String {
-        var bytes: [UInt8] = []
-        var utf8 = Array(field.utf8)[...]
-        while let byte = utf8.popFirst() {
-            if byte == UInt8(ascii: "\\"), utf8.count >= 3, let code = UInt8(String(decoding: utf8.prefix(3), as: UTF8.self), radix: 8) {
-                bytes.append(code)
-                utf8 = utf8.dropFirst(3)
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }
