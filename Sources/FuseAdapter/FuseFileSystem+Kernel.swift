@@ -87,7 +87,10 @@ extension FuseFileSystem {
         case .read(_, let handle, let offset, let size): read(request, handle, size, Int(offset))
         case .write(_, let handle, let offset, let bytes, let killsPrivileges):
             write(request, handle, bytes, Int(offset), killsPrivileges: killsPrivileges)
-        case .flush(_, let handle): flush(request, handle)
+        // Not wanted: the kernel then sends no more (one round trip less per `close`; its
+        // writes and their errors are the kernel's own with passthrough and the writeback
+        // cache). The release queues the closed file.
+        case .flush: request.error(ENOSYS)
         case .release(_, let handle): release(request, handle)
         case .fsync(_, let handle): fsync(request, handle)
         case .opendir(let node, _): opendir(request, node)

@@ -442,14 +442,6 @@ extension FuseFileSystem {
         }
     }
 
-    /// Close returns at once, as on a local filesystem: the written file is queued in the
-    /// background.
-    func flush(_ request: Request, _ handle: UInt64) {
-        guard let file = files.get(handle)?.file else { return request.error(EBADF) }
-        replica.commitSoon(file)
-        request.ok()
-    }
-
     func fsync(_ request: Request, _ handle: UInt64) {
         guard let file = files.get(handle)?.file else { return request.error(EBADF) }
         answer(request) {

@@ -12,13 +12,15 @@ import Synchronization
 /// itself), so a burst of closes (tar x) costs a little memory, not open files; and a
 /// commit asked for a file that already has one waiting adds nothing.
 final class BackgroundCommits: Sendable {
-    private let queue = DispatchQueue(label: "icloudfs.commits")
+    /// Background QoS: libdispatch runs it on threads at nice 10, so the kernel's requests
+    /// (and the programs waiting on them) go first on a busy machine.
+    private let queue = DispatchQueue(label: "icloudfs.commits", qos: .background)
     /// Files whose commit is waiting to start.
     private let waiting = Mutex<Set<ItemID>>([])
     /// Commits waiting for their delay to pass (not on the queue yet), under one timer: a
-    /// timer per flush woke libdispatch's timer thread once per file, a sixth of the
-    /// daemon's context switches in a burst of small files (a release takes nearly every
-    /// flush's commit over before its delay ends).
+    /// timer per commit woke libdispatch's timer thread once per file (when a flush still
+    /// asked for one per `close`, a sixth of the daemon's context switches in a burst of
+    /// small files).
     private let delayed = Mutex(DelayedJobs())
 
     private struct DelayedJobs {
@@ -76,7 +78,7 @@ final class BackgroundCommits: Sendable {
     }
 
     /// A commit of `id` still waiting will find nothing to do: the caller queues the file
-    /// itself (a release after a flush).
+    /// itself (a release after an fsync).
     func forgetWaiting(_ id: ItemID) {
         _ = waiting.withLock { $0.remove(id) }
     }

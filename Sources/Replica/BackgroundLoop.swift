@@ -14,7 +14,8 @@ public final class BackgroundLoop: Sendable {
     public func start(notifiedBy store: any BlobStore, under prefix: String, _ body: @escaping @Sendable () async -> Void) {
         task.withLock { task in
             guard task == nil else { return }
-            task = Task.detached { [wakeup] in
+            // Background priority: its pushes and pulls yield to the kernel's requests.
+            task = Task.detached(priority: .background) { [wakeup] in
                 let watcher = store.changeNotifications(prefix: prefix).map { changes in
                     Task {
                         for await _ in changes { wakeup.signal() }

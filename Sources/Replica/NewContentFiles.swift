@@ -25,7 +25,8 @@ final class NewContentFiles: Sendable {
     private let unnamed = Mutex<[ItemID: Int32]>([:])
     /// Held while naming: a name asked for while `nameAll` gives it waits until it is given.
     private let naming = Mutex(())
-    private let maker = DispatchQueue(label: "icloudfs.new-content-files")
+    /// Background QoS (nice 10 on Linux): refills yield to the creates they are for.
+    private let maker = DispatchQueue(label: "icloudfs.new-content-files", qos: .background)
     /// `linkat` through `/proc/self/fd`: `AT_EMPTY_PATH` needs `CAP_DAC_READ_SEARCH`.
     private let namesByProcPath = Atomic<Bool>(false)
 

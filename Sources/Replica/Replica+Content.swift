@@ -286,11 +286,10 @@ extension Replica {
         try commit(file.id, durable: durable, reading: file.fd)
     }
 
-    /// `flush`: queues the written file in the background (`BackgroundCommits`), a moment
-    /// later after an fsync, or while the kernel writes the file (passthrough): a close's
-    /// release follows its flush at once and queues the file whole, closed. Queued while
-    /// still open, its chunks were copied aside first (the kernel could still change them):
-    /// in a burst of small files (`tar x`), a staged file made and deleted per file.
+    /// After an fsync: queues the written file in the background (`BackgroundCommits`),
+    /// after `delay`, and not before `commitDelayWhileWrittenOutside` while the kernel writes
+    /// the file (passthrough): queued while still open, its chunks are copied aside first
+    /// (the kernel could still change them), which a close coming soon spares.
     public func commitSoon(_ file: OpenFile, after delay: Duration = .zero) {
         guard file.writable else { return }
         let writtenOutside = state.withLock { $0.outsideWriters[file.id] != nil }
@@ -313,7 +312,7 @@ extension Replica {
     /// ends with an fsync of its growing log) is chunked once, not once per transaction:
     /// the end of a growing file is read and hashed again at each commit.
     static let commitDelayAfterSync = Duration.milliseconds(100)
-    /// How long a flush of a file the kernel writes waits for its release (see `commitSoon`).
+    /// How long a commit of a file the kernel writes waits for its close (see `commitSoon`).
     static let commitDelayWhileWrittenOutside = Duration.milliseconds(50)
 
     /// `release`: a written file is queued, and counts as open until then. A small one
@@ -321,8 +320,8 @@ extension Replica {
     /// the handle's own descriptor: the kernel's release has been answered (see
     /// `FuseFileSystem.release`), and a hop to another thread and a second open would cost
     /// more than the chunking. A larger one closes now and is queued in the background
-    /// (after any `commitSoon` of the same handle). Either way a flush's commit still waiting
-    /// has nothing left to do: this one queues what the file holds at its close.
+    /// (after any `commitSoon` of the same handle). Either way an fsync's commit still
+    /// waiting has nothing left to do: this one queues what the file holds at its close.
     public func closeSoon(_ file: OpenFile) {
         guard file.writable else {
             return logQueuingFailure { () throws(ReplicaError) in try close(file) }
@@ -865,7 +864,7 @@ extension Replica {
                 if !changed.isEmpty {
                     attempts += 1
                     if attempts < 3 { continue }
-                    return  // still being written: queued at a later flush or at the close
+                    return  // still being written: queued at a later fsync or at the close
                 }
             }
             // Under the file's lock: the chunks it queues must not appear while a write is

@@ -74,7 +74,7 @@ extension Replica {
             return !pending
         }
         guard first else { return }
-        Task { [self] in
+        Task(priority: .background) { [self] in
             let start = ContinuousClock.now
             while ContinuousClock.now - start < Replica.pushDelayLimit {
                 try? await Task.sleep(for: Replica.pushPause)

@@ -27,7 +27,9 @@ package final class StateDatabase: Sendable {
     /// Held from taking the waiting writes until they are committed (or put back), so that
     /// transactions commit in the order their writes were asked for.
     private let order = NSLock()
-    private let background = DispatchQueue(label: "icloudfs.state-writes")
+    /// Background QoS (nice 10 on Linux): a request that must wait for a transaction (an
+    /// fsync) waits for it at that priority only on a busy machine, and briefly.
+    private let background = DispatchQueue(label: "icloudfs.state-writes", qos: .background)
     private let logger: Logger
     /// Frees space kept aside on the database's disk; false when none is left. Called once
     /// when a transaction finds the disk full, before it is tried again.

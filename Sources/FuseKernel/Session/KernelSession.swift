@@ -67,6 +67,8 @@ public final class KernelSession: Sendable {
 
     private func work() {
         defer { finished.leave() }
+        // Named so that `ps -L`, `top -H` and perf tell the request threads from the rest.
+        Thread.current.name = "icloudfs-fuse"
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 4096)
         defer { buffer.deallocate() }
         while true {
