@@ -241,7 +241,7 @@ extension FuseFileSystem {
             let created = entry(attributes, parent: parent, name: name)
             // A new file: its writes are the kernel's (passthrough), all of it is new anyway.
             let mode = passthroughs.open(node(attributes.id), file: file.descriptor, wanted: true)
-            try startOutsideWrites(file, node(attributes.id), mode)
+            try startOutsideWrites(file, node(attributes.id), mode, created: true)
             let handle = files.insert(OpenHandle(file: file, node: node(attributes.id), mode: mode))
             request.created(created, openReply(handle, mode))
         }
@@ -257,7 +257,7 @@ extension FuseFileSystem {
             attributes.linkCount = 1
             let created = entry(attributes, parent: parent, name: "")
             let mode = passthroughs.open(node(attributes.id), file: file.descriptor, wanted: true)
-            try startOutsideWrites(file, node(attributes.id), mode)
+            try startOutsideWrites(file, node(attributes.id), mode, created: true)
             let handle = files.insert(OpenHandle(file: file, node: node(attributes.id), mode: mode))
             request.created(created, openReply(handle, mode))
         }
@@ -333,10 +333,12 @@ extension FuseFileSystem {
 
     /// A file opened for writing in passthrough mode: the replica is told before the kernel
     /// may write (`Replica.beginOutsideWrites`). On failure the open is undone.
-    private func startOutsideWrites(_ file: OpenFile, _ inode: UInt64, _ mode: PassthroughFiles.Mode) throws(ReplicaError) {
+    private func startOutsideWrites(
+        _ file: OpenFile, _ inode: UInt64, _ mode: PassthroughFiles.Mode, created: Bool = false
+    ) throws(ReplicaError) {
         guard case .passthrough = mode, file.writable else { return }
         do {
-            try replica.beginOutsideWrites(file)
+            try replica.beginOutsideWrites(file, created: created)
         } catch {
             passthroughs.release(inode, mode)
             replica.closeSoon(file)

@@ -37,11 +37,20 @@ extension Replica {
 
     /// Before the kernel may write `file`'s local copy: the bytes of queued versions still
     /// there are copied aside (the kernel will not ask), and the copy is recorded as written
-    /// before any byte lands (as a first `write` is).
-    public func beginOutsideWrites(_ file: OpenFile) throws(ReplicaError) {
+    /// before any byte lands (as a first `write` is). `created`: the file was just made (its
+    /// create's open): it has no queued version and its record is written already, and
+    /// nothing else can reach it before the create is answered (the kernel holds its folder
+    /// locked), so there is nothing to copy and no file lock to take.
+    public func beginOutsideWrites(_ file: OpenFile, created: Bool = false) throws(ReplicaError) {
         let id = file.id
         var info = stat()
         let modified = fstat(file.descriptor, &info) == 0 ? Timestamp(clamping: Int64(info.st_mtim.tv_sec), nanoseconds: UInt32(clamping: info.st_mtim.tv_nsec)) : nil
+        if created {
+            return state.withLock { state in
+                state.outsideWriters[id, default: OutsideWriters(lastSeenModified: modified)].descriptors.append(file.descriptor)
+                state.changedSinceClean[id] = nil
+            }
+        }
         try fileLocks.withLock(id) { () throws(ReplicaError) in
             try copyQueuedBytesAside(of: id, in: 0..<UInt64.max)
             let firstWrite = state.withLock { state -> ContentRecord? in
