@@ -45,17 +45,11 @@ extension Replica {
         let id = file.id
         var info = stat()
         let modified = fstat(file.descriptor, &info) == 0 ? Timestamp(clamping: Int64(info.st_mtim.tv_sec), nanoseconds: UInt32(clamping: info.st_mtim.tv_nsec)) : nil
-        if created {
-            return state.withLock { state in
-                state.outsideWriters[id, default: OutsideWriters(lastSeenModified: modified)].descriptors.append(file.descriptor)
-                state.changedSinceClean[id] = nil
-            }
-        }
+        if created { return state.withLock { addOutsideWriter(file, modified, &$0) } }
         try fileLocks.withLock(id) { () throws(ReplicaError) in
             try copyQueuedBytesAside(of: id, in: 0..<UInt64.max)
             let firstWrite = state.withLock { state -> ContentRecord? in
-                state.outsideWriters[id, default: OutsideWriters(lastSeenModified: modified)].descriptors.append(file.descriptor)
-                state.changedSinceClean[id] = nil
+                addOutsideWriter(file, modified, &state)
                 let record = recordBeforeWrite(id, &state)
                 return record.dirty ? nil : record.with(dirty: true)
             }
@@ -69,6 +63,13 @@ extension Replica {
                 }
             }
         }
+    }
+
+    /// `file`'s descriptor joins the writers of its copy (`refreshOutsideWritten` looks through
+    /// it); `modified`: the copy's mtime now, so that only a write changes the file's time.
+    private func addOutsideWriter(_ file: OpenFile, _ modified: Timestamp?, _ state: inout ReplicaState) {
+        state.outsideWriters[file.id, default: OutsideWriters(lastSeenModified: modified)].descriptors.append(file.descriptor)
+        state.changedSinceClean[file.id] = nil
     }
 
     /// The kernel stopped writing through `file`: the local copy as it is now is the file's

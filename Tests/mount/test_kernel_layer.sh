@@ -266,8 +266,8 @@ test_files_written_by_the_shell_arrive_whole() {
 }
 
 # A small file the kernel writes (passthrough) and closes is queued once, at its release,
-# straight from its content file: nothing is copied aside (issue 37: a flush waits for the
-# release after it, instead of queueing a file still open). Every copy aside starts as a
+# straight from its content file: nothing is copied aside (issue 37: no flush queues a file
+# still open). Every copy aside starts as a
 # file in the cache's tmp/, renamed into staged/XX/ once synced: the test counts those.
 test_small_files_written_by_the_kernel_are_not_copied_aside() {
     mount_device a
@@ -420,4 +420,67 @@ PY
     sync_wait a
     mount_device b
     cmp "$T/a/f" "$T/b/f"
+}
+
+# `close` costs no FLUSH round trip (docs/ARCHITECTURE.md "The path of a small file"): the
+# first is answered ENOSYS and the kernel sends no more; a file is queued at its last close
+# (docs/SEMANTICS.md "Writes"), so one still open through a copy of its descriptor stays
+# unqueued until that copy closes too, then arrives whole on another device.
+test_a_file_is_queued_at_its_last_close_with_no_flushes() {
+    mount_device a
+    for i in $(seq 1 50); do echo "small $i" > "$T/a/f$i"; done
+    mkfifo "$T/go"
+    python3 - "$T/a/held" "$T/go" <<'PY' &
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"held open through a copy\n")
+copy = os.dup(fd)
+os.close(fd)
+print("closed one", flush=True)
+open(sys.argv[2]).read()  # until the test says go
+os.write(copy, b"and written after\n")
+os.close(copy)
+PY
+    local holder=$!
+    eventually 'test -s "$T/a/held"'
+    local flushes
+    flushes=$(kernel_count a flush)
+    echo "measured: $flushes FLUSH request(s) for 51 closes"
+    test "$flushes" -le 1
+    if "$BIN/icloudfs" sync --wait --timeout 2s "$T/a" >/dev/null 2>&1; then
+        echo "    sync --wait said everything was uploaded while a copy of a descriptor was open"
+        false
+    fi
+    assert_eq "$(xattr isUploaded "$T/a/held")" 0 "isUploaded while open"
+    echo go > "$T/go"
+    wait "$holder"
+    sync_wait a
+    assert_eq "$(xattr isUploaded "$T/a/held")" 1 "isUploaded after the last close"
+    mount_device b
+    sync_wait b
+    assert_eq "$(cat "$T/b/held")" "held open through a copy
+and written after"
+    assert_eq "$(cat "$T/b/f50")" "small 50"
+}
+
+# The replica's background work runs at background priority (docs/ARCHITECTURE.md "Threads
+# and locks"): libdispatch runs background QoS at nice 10, the request threads stay at 0.
+test_background_work_runs_below_the_request_threads() {
+    mount_device a
+    for i in $(seq 1 200); do echo "file $i" > "$T/a/f$i"; done
+    sync_wait a
+    local pid
+    pid=$(daemon_of a)
+    python3 - "$pid" <<'PY'
+import glob, sys
+nice = {}
+for stat in glob.glob(f"/proc/{sys.argv[1]}/task/*/stat"):
+    text = open(stat).read()
+    comm = open(stat.replace("/stat", "/comm")).read().strip()
+    fields = text[text.rindex(")") + 2:].split()
+    nice.setdefault(comm, set()).add(int(fields[16]))  # field 19: nice
+print("measured: threads by name and nice:", {k: sorted(v) for k, v in sorted(nice.items())})
+assert nice.get("icloudfs-fuse") == {0}, "request threads not at nice 0"
+assert any(10 in v for v in nice.values()), "no thread at nice 10"
+PY
 }
