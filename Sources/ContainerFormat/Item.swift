@@ -204,7 +204,7 @@ public struct Item: Hashable, Sendable {
     public var chunks: [ChunkRef]
     /// Extended attributes by full name (`user.foo`, `security.capability`, POSIX ACLs;
     /// see `AttributeName`); never `user.icloud.*`.
-    public var xattrs: [String: Data]
+    public var xattrs: [String: Data] { didSet { FileCapabilities.note(xattrs) } }
     public var size: UInt64
     /// The journal sequence number of the last change of any kind.
     public var version: UInt64
@@ -353,6 +353,7 @@ public struct Item: Hashable, Sendable {
         self.size = size
         self.chunks = chunks
         self.xattrs = xattrs
+        FileCapabilities.note(xattrs)
         self.version = version
         self.contentVersion = contentVersion
         self.deleted = deleted

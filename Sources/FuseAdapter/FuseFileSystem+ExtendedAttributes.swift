@@ -25,6 +25,8 @@ extension FuseFileSystem {
         if name == OpenVFSData.name { return getOpenVFSData(request, inode, size) }
         let attribute = SyncAttribute(name: name)
         guard SyncAttribute.isReserved(name) || keeps(name) else { return request.error(ENOTSUP) }
+        // Asked by the kernel before the first write to each file: no lock while no item has one.
+        if name == FileCapabilities.attribute, !FileCapabilities.mayExist { return request.error(ENODATA) }
         if attribute == .storeUsage, inode == rootNode {
             // Lists the store: not on a FUSE worker.
             return answerLater(request) { [replica] in

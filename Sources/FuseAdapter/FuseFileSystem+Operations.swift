@@ -114,18 +114,16 @@ extension FuseFileSystem {
     /// Returns whether the mode changed.
     @discardableResult
     func dropSetIDBits(_ item: ItemID) throws -> Bool {
-        let (kind, current, hasCapability) = try replica.modeAndPresence(of: Self.fileCapability, in: item)
+        let (kind, current, hasCapability) = try replica.modeAndPresence(of: FileCapabilities.attribute, in: item)
         // Any kind but a folder, as Linux (a FIFO or device file given away loses them too).
         guard kind != .folder, kind != .symlink else { return false }
         let mode = current & 0o7777
         var kept = mode & ~S_ISUID
         if kept & S_IXGRP != 0 { kept &= ~S_ISGID }
         if kept != mode { _ = try replica.setAttributes(item, mode: kept) }
-        if hasCapability { try replica.setUserAttribute(Self.fileCapability, of: item, to: nil) }
+        if hasCapability { try replica.setUserAttribute(FileCapabilities.attribute, of: item, to: nil) }
         return kept != mode
     }
-
-    static let fileCapability = "security.capability"
 
     /// `chown`'s rules (the kernel applies them too with `default_permissions`): root
     /// changes anything; an item's owner may keep its user and set the group to one it

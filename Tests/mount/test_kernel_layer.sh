@@ -484,3 +484,23 @@ assert nice.get("icloudfs-fuse") == {0}, "request threads not at nice 0"
 assert any(10 in v for v in nice.values()), "no thread at nice 10"
 PY
 }
+
+# The kernel asks for security.capability before the first write to every file; while no
+# item holds a file capability it is answered without the replica's lock
+# (`FileCapabilities`). One set here, or arriving from another device, still reads back.
+test_file_capabilities_read_back_on_either_device() {
+    mount_device a
+    mount_device b
+    local raw=0x0100000200200000000000000000000000000000
+    echo plain > "$T/a/plain"
+    getfattr -n security.capability "$T/a/plain" 2>&1 | grep -q "No such attribute" || { echo "    a file without one"; false; }
+    echo tool > "$T/a/tool"
+    setfattr -n security.capability -v "$raw" "$T/a/tool"
+    assert_eq "$(getfattr -e hex -n security.capability "$T/a/tool" | grep =)" "security.capability=$raw" "set here"
+    echo again > "$T/a/after"
+    getfattr -n security.capability "$T/a/after" 2>&1 | grep -q "No such attribute" || { echo "    a file made after"; false; }
+    sync_wait a
+    sync_wait b
+    assert_eq "$(cat "$T/b/plain")" plain
+    assert_eq "$(getfattr -e hex -n security.capability "$T/b/tool" | grep =)" "security.capability=$raw" "on device b"
+}
