@@ -231,9 +231,8 @@ extension FuseFileSystem {
     // create, write, flush and release cost no hop to a task.
     func create(_ request: Request, _ parent: UInt64, _ name: String, _ mode: UInt32, umask given: UInt32, _ flags: Int32) {
         answer(request) {
-            let attributes = try replica.makeFile(
+            let (attributes, file) = try replica.makeFileForWriting(
                 name, in: try id(parent), mode: mode & 0o7777, owner: request.owner, umask: umask(given))
-            let file = try replica.openWithoutDownload(attributes.id, write: true, truncate: false, created: true)
             // Worked out before the kernel may write: a written file's attributes are read
             // from its local copy, which is empty yet (no second open and fstat of it).
             let created = entry(attributes, parent: parent, name: name)

@@ -67,31 +67,31 @@ extension Replica {
         write && !truncate
     }
 
-    /// `open` when nothing needs downloading first (see `needsDownloadToOpen`, or a file just
-    /// created): answers at once, on the caller's thread. `created`: the file `makeFile` just
-    /// made, whose cache file can be one made ahead (`LocalFiles.openNewContent`).
-    public func openWithoutDownload(
-        _ id: ItemID, write: Bool, truncate: Bool, created: Bool = false
-    ) throws(ReplicaError) -> OpenFile {
+    /// `open` when nothing needs downloading first (see `needsDownloadToOpen`): answers at
+    /// once, on the caller's thread.
+    public func openWithoutDownload(_ id: ItemID, write: Bool, truncate: Bool) throws(ReplicaError) -> OpenFile {
         let kind = state.withLock { ($0.view.liveItem(id) ?? $0.anonymousFiles[id])?.kind }
         guard let kind else { throw .notFound }
         guard kind == .file else { throw kind == .folder ? .isAFolder : .invalidArgument("not a file") }
         let fd: FileDescriptor
         do {
-            fd = try created ? files.openNewContent(id) : files.openContent(id, writable: true)
+            fd = try files.openContent(id, writable: true)
         } catch {
             throw .localFailure("cannot open the cache file of \(id)", error)
         }
-        state.withLock { state in
-            if state.openCount[id] == nil { state.versionAtOpen[id] = state.view.item(id)?.chunks }
-            state.openCount[id, default: 0] += 1
-            // A save (or an unlink) is based on the version that was opened, even if a remote
-            // version arrives while the file is open: that one then stays.
-            if state.openedBase[id] == nil { state.openedBase[id] = state.device.base(of: id) }
-        }
+        state.withLock { noteOpened(id, &$0) }
         let file = OpenFile(id: id, writable: write, fd: fd)
         if write && truncate { try resizeLocal(file.id, to: 0) }
         return file
+    }
+
+    /// One more open of `id` (its close goes through `closeSoon` or `close`).
+    func noteOpened(_ id: ItemID, _ state: inout ReplicaState) {
+        if state.openCount[id] == nil { state.versionAtOpen[id] = state.view.item(id)?.chunks }
+        state.openCount[id, default: 0] += 1
+        // A save (or an unlink) is based on the version that was opened, even if a remote
+        // version arrives while the file is open: that one then stays.
+        if state.openedBase[id] == nil { state.openedBase[id] = state.device.base(of: id) }
     }
 
     /// `read`: makes the range present (the chunks it touches are downloaded first, the rest

@@ -86,6 +86,36 @@ extension Replica {
         try create(name, in: parent, kind: .file, mode: mode, target: nil, owner: owner, umask: umask)
     }
 
+    /// `create(2)`: a new empty file, opened for writing. Its cache file is one made ahead
+    /// (`LocalFiles.openNewContent`), taken before the state lock; the item, its queued
+    /// create and its open are then one hold of that lock (`tar x` and `git checkout` make
+    /// mostly these, and each lock taken by a create could wait behind the sync's).
+    public func makeFileForWriting(
+        _ name: String, in parent: ItemID, mode: UInt32, owner: Owner = .root, umask: UInt32? = nil
+    ) throws(ReplicaError) -> (attributes: ItemAttributes, file: OpenFile) {
+        if let problem = ItemName.problem(with: name) { throw .invalidName(problem) }
+        let id = RandomID.makeItemID()
+        let fd: FileDescriptor
+        do {
+            fd = try files.openNewContent(id)
+        } catch {
+            throw .localFailure("cannot make the cache file of \(name)", error)
+        }
+        do {
+            let attributes = try state.withLock { state throws(ReplicaError) in
+                let attributes = try create(
+                    id, name, in: parent, kind: .file, mode: mode, target: nil, owner: owner, umask: umask, &state)
+                noteOpened(id, &state)
+                return attributes
+            }
+            return (attributes, OpenFile(id: id, writable: true, fd: fd))
+        } catch {
+            try? fd.close()
+            files.removeContent(id)
+            throw error
+        }
+    }
+
     public func makeSymlink(
         _ name: String, in parent: ItemID, target: String, owner: Owner = .root
     ) throws(ReplicaError) -> ItemAttributes {
@@ -463,28 +493,38 @@ extension Replica {
         device: UInt64? = nil, linkedItem: ItemID? = nil, umask: UInt32? = nil
     ) throws(ReplicaError) -> ItemAttributes {
         if let problem = ItemName.problem(with: name) { throw .invalidName(problem) }
+        let id = RandomID.makeItemID()
         return try state.withLock { state throws(ReplicaError) in
-            if let linkedItem {
-                guard let item = state.liveItem(linkedItem) else { throw .notFound }
-                guard item.kind.isLinkable else { throw .notPermitted("a folder cannot have another name") }
-            }
-            let (mode, owner, xattrs) = try newItemFields(in: parent, kind: kind, mode: mode, owner: owner, umask: umask, &state)
-            guard state.view.child(named: name, in: parent) == nil else { throw .exists }
-            let id = RandomID.makeItemID()
-            let op = ItemOperation.create(.init(
-                id: id, parent: parent, name: name, kind: kind, mode: mode, mtime: Timestamp.now(),
-                target: target, xattrs: xattrs, owner: owner == .root ? nil : owner, device: device,
-                linkedItem: linkedItem))
-            if kind == .file {
-                // Dirty from the start: a new file is opened for writing, and its first write
-                // then costs no transaction.
-                state.content[id] = ContentRecord.empty.with(dirty: true)
-            }
-            enqueue([(op, nil)], &state, content: kind == .file ? [id] : [])
-            let shown = linkedItem ?? id  // not in the call: an argument with a closure copied the state
-            let made = state.liveItem(shown)!
-            return attributes(made, &state)
+            try create(
+                id, name, in: parent, kind: kind, mode: mode, target: target, owner: owner, device: device,
+                linkedItem: linkedItem, umask: umask, &state)
         }
+    }
+
+    /// `create` under the state lock, the new item's id chosen (a valid name given).
+    private func create(
+        _ id: ItemID, _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, target: String?, owner: Owner,
+        device: UInt64? = nil, linkedItem: ItemID? = nil, umask: UInt32? = nil, _ state: inout ReplicaState
+    ) throws(ReplicaError) -> ItemAttributes {
+        if let linkedItem {
+            guard let item = state.liveItem(linkedItem) else { throw .notFound }
+            guard item.kind.isLinkable else { throw .notPermitted("a folder cannot have another name") }
+        }
+        let (mode, owner, xattrs) = try newItemFields(in: parent, kind: kind, mode: mode, owner: owner, umask: umask, &state)
+        guard state.view.child(named: name, in: parent) == nil else { throw .exists }
+        let op = ItemOperation.create(.init(
+            id: id, parent: parent, name: name, kind: kind, mode: mode, mtime: Timestamp.now(),
+            target: target, xattrs: xattrs, owner: owner == .root ? nil : owner, device: device,
+            linkedItem: linkedItem))
+        if kind == .file {
+            // Dirty from the start: a new file is opened for writing, and its first write
+            // then costs no transaction.
+            state.content[id] = ContentRecord.empty.with(dirty: true)
+        }
+        enqueue([(op, nil)], &state, content: kind == .file ? [id] : [])
+        let shown = linkedItem ?? id  // not in the call: an argument with a closure copied the state
+        let made = state.liveItem(shown)!
+        return attributes(made, &state)
     }
 
     /// Queues one local change: shown in the view now, recorded in the database a moment

@@ -43,8 +43,7 @@ struct CacheLayoutTests {
             spares = Self.namelessFiles(in: content)
         }
         #expect(!spares.isEmpty)
-        let attributes = try a.makeFile("new.txt", in: .root, mode: 0o644)
-        let file = try a.openWithoutDownload(attributes.id, write: true, truncate: false, created: true)
+        let (attributes, file) = try a.makeFileForWriting("new.txt", in: .root, mode: 0o644)
         // The folder its name goes in, removed by hand meanwhile (or, with two letters, not made
         // yet): made. (`rmdir`: if the database's thread named the file already, the folder
         // stays, and so does the file.)
