@@ -1007,8 +1007,9 @@ extension Replica {
             logger.notice("queuing \(id), written before the last shutdown")
         }
         guard !dirty.isEmpty else { return }
-        DispatchQueue.global().async { [self] in
+        let queuing = Task.detached(priority: .background) { [self] in
             for id in dirty { try? commit(id, durable: true) }
         }
+        startupQueuing.withLock { $0 = queuing }
     }
 }

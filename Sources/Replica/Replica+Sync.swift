@@ -22,6 +22,12 @@ extension Replica {
     /// otherwise, during a burst of changes, only the batches that are full: the rest goes up
     /// when the burst pauses (`pushAfterPause`), as one commit rather than one per few files.
     func pushDue() async throws {
+        // Files written before the last shutdown are queued first: a version queued before
+        // it whose bytes those writes changed is superseded then, not pushed as lost.
+        if let queuing = startupQueuing.withLock({ $0 }) {
+            await queuing.value
+            startupQueuing.withLock { $0 = nil }
+        }
         try await syncLock.withLock {
             try await pullUnlocked()
             let requested = pushRequested.withLock { requested in
@@ -639,16 +645,15 @@ extension Replica {
         logger.error("chunk \(hash) of a queued version is gone from the cache and was never uploaded: that version cannot be read on any device; write the file again")
     }
 
-    /// Whether some item's current content (as this device sees it, queued changes
-    /// included) or the synced tree names `hash`. Costly (every item): for failures only.
+    /// Whether some item's current content as this device sees it (queued changes
+    /// included) names `hash`. Not the synced tree's: a version pushed before a crash (its
+    /// entry in the journal, its chunks still owed) whose file was written again before the
+    /// crash is superseded by the queued version, not lost. Costly (every item): for
+    /// failures only.
     func isCurrentContent(_ hash: ChunkHash) -> Bool {
         state.withLock { state in
-            for tree in [state.device.view, state.device.synced] {
-                for id in tree.allIDs where tree.item(id)?.chunks.contains(where: { $0.hash == hash }) == true {
-                    return true
-                }
-            }
-            return false
+            let view = state.device.view
+            return view.allIDs.contains { view.item($0)?.chunks.contains(where: { $0.hash == hash }) == true }
         }
     }
 

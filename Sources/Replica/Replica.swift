@@ -48,6 +48,10 @@ public final class Replica: Sendable {
     let changeObserver = Mutex<(@Sendable ([ItemChange]) -> Void)?>(nil)
     let downloads = DownloadTable()
     let commits = BackgroundCommits()
+    /// The start's queuing of files written before the last shutdown (`reconcileContentFiles`):
+    /// the first push waits for it, so that it never takes a version those files' bytes have
+    /// since left behind for one whose chunks were lost.
+    let startupQueuing = Mutex<Task<Void, Never>?>(nil)
     let events: EventLog
     /// This device's hold on its cache folder, from `open` until `stop` has finished.
     let cacheLock: CacheLock
