@@ -246,6 +246,9 @@ public final class Replica: Sendable {
             return [tasks.automatic, tasks.requested].compactMap { $0 }
         }
         for task in collecting { task.cancel() }
+        // Files written before the last shutdown still being queued: queued before the
+        // database's last flush, not after it.
+        await startupQueuing.withLock({ $0 })?.value
         await commits.drain()
         await loop.stop()
         do {
