@@ -25,6 +25,8 @@ int fallocate(int fd, int mode, __off64_t offset, __off64_t len);
 // the values of asm-generic (x86-64, arm64 and most others).
 #define ICLOUDFS_O_TMPFILE_BIT 020000000
 #define ICLOUDFS_AT_EMPTY_PATH 0x1000
+// open's O_NOATIME (_GNU_SOURCE only): reads leave the file's access time alone.
+#define ICLOUDFS_O_NOATIME 01000000
 // getrandom (sys/random.h, not in the module): the kernel's random bytes, many per call.
 ssize_t getrandom(void *buf, size_t buflen, unsigned int flags);
 #include <stdint.h>

@@ -1,4 +1,5 @@
 import BlobStore
+import CLinux
 import ContainerFormat
 import Foundation
 import SystemPackage
@@ -18,14 +19,14 @@ struct LocalFiles: Sendable {
     /// The chunks copied aside, known without a syscall: most chunks never are, and an
     /// upload or an unstage asked the disk for each (an open and an unlink failing per file).
     private let staged: StagedHashes
-    /// New files' cache files, made ahead with no name.
+    /// New files' cache files, made ahead with their ids.
     private let newFiles: NewContentFiles
 
     init(root: String) throws {
         self.root = root
         let letters = try LocalFiles.prepareContentFolders(in: root)
         contentFolderLetters = letters
-        newFiles = NewContentFiles(folder: "\(root)/content") {
+        newFiles = NewContentFiles(listPath: "\(root)/spares") {
             LocalFiles.contentPath($0, root: root, letters: letters)
         }
         for folder in ["staged", "tmp"] {
@@ -88,7 +89,6 @@ struct LocalFiles: Sendable {
     /// The space the content file of `id` takes on the cache disk (its blocks: holes take
     /// none), or nil if it cannot be measured.
     func spaceTaken(byContentOf id: ItemID) -> UInt64? {
-        try? newFiles.name(id)
         var info = stat()
         guard stat(contentPath(id), &info) == 0 else { return nil }
         return UInt64(max(info.st_blocks, 0)) * 512
@@ -106,36 +106,54 @@ struct LocalFiles: Sendable {
         "\(root)/staged/\(hash.hex.prefix(2))/\(hash.hex)"
     }
 
-    /// The content file of a file just created, empty: one made ahead if there is one.
-    func openNewContent(_ id: ItemID) throws -> FileDescriptor {
-        try newFiles.take(for: id) ?? openContent(id, writable: true)
+    /// A new file's id and its content file, empty: one made ahead if there is one.
+    func openNewContent() throws -> (id: ItemID, fd: FileDescriptor) {
+        if let spare = newFiles.take() { return spare }
+        let id = RandomID.makeItemID()
+        return (id, try openContent(id, writable: true))
     }
 
-    /// Gives the content files of new files their names: before the state database records
-    /// anything (see `NewContentFiles`).
-    func nameNewContent() throws {
-        try newFiles.nameAll()
+    /// Starts making new files' content files ahead, once the state is loaded: files made
+    /// ahead by an earlier run that nothing recorded go first (see `NewContentFiles`).
+    func startNewContent(
+        unrecorded: @escaping @Sendable ([ItemID]) -> [ItemID], recordQueued: @escaping @Sendable () throws -> Void
+    ) {
+        newFiles.start(unrecorded: unrecorded, recordQueued: recordQueued)
     }
 
-    /// Opens (creating if needed) the content file of `id`.
+    /// Removes the content files made ahead and not taken (at unmount).
+    func stopNewContent() {
+        newFiles.stop()
+    }
+
+    /// Opens (creating if needed) the content file of `id`. Without moving its access time:
+    /// the mount keeps its own, and a look at a cache file (a close's chunking, an upload)
+    /// would otherwise write its inode to the disk's journal.
     func openContent(_ id: ItemID, writable: Bool) throws -> FileDescriptor {
-        try newFiles.name(id)
         let path = contentPath(id)
         do {
-            return try FileDescriptor.open(
-                path, writable ? .readWrite : .readOnly, options: [.create, .closeOnExec],
-                permissions: [.ownerReadWrite])
+            return try LocalFiles.openCacheFile(path, writable: writable)
         } catch Errno.noSuchFileOrDirectory {
             try FileManager.default.createDirectory(
                 atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            return try LocalFiles.openCacheFile(path, writable: writable)
+        }
+    }
+
+    private static func openCacheFile(_ path: String, writable: Bool) throws -> FileDescriptor {
+        let options: FileDescriptor.OpenOptions = [.create, .closeOnExec]
+        let mode: FileDescriptor.AccessMode = writable ? .readWrite : .readOnly
+        do {
             return try FileDescriptor.open(
-                path, writable ? .readWrite : .readOnly, options: [.create, .closeOnExec],
-                permissions: [.ownerReadWrite])
+                path, mode, options: options.union(.init(rawValue: ICLOUDFS_O_NOATIME)), permissions: [.ownerReadWrite])
+        } catch Errno.notPermitted {
+            // O_NOATIME needs the file's owner: a cache file another user made (a cache
+            // used with sudo once) is opened as before.
+            return try FileDescriptor.open(path, mode, options: options, permissions: [.ownerReadWrite])
         }
     }
 
     func removeContent(_ id: ItemID) {
-        newFiles.discard(id)
         unlink(contentPath(id))
         namesSynced.remove(id)  // a new file of that name is a new name
     }
@@ -145,12 +163,6 @@ struct LocalFiles: Sendable {
     func startSyncingContent(_ id: ItemID) -> ContentFlush {
         let flush = ContentFlush()
         let path = contentPath(id)
-        do {
-            try newFiles.name(id)
-        } catch {
-            flush.finish((error as? Errno)?.rawValue ?? EIO)
-            return flush
-        }
         DispatchQueue.global().async {
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             let failure = fd < 0 ? errno : (fsync(fd) == 0 ? 0 : errno)

@@ -8,150 +8,177 @@ import SystemPackage
 import Glibc
 #endif
 
-/// Cache files for new files, made ahead with no name (`O_TMPFILE`) on a background queue: a
+/// Cache files for new files, made ahead on a background queue, each already under its
+/// final name: the item id a create takes with its file is chosen when the file is made. A
 /// create takes one instead of making a file in a content folder, a directory operation that
-/// was 15 us (tmpfs) to 23 us (ext4 with a journal) of every create's answer. A taken file
-/// gets its name (`linkat`) off that path: before the state database commits anything
-/// (`nameAll`, run before every transaction), so that a recorded file has its cache file as
-/// before, and before anything opens it by name (`name`). A crash before then loses the file
-/// with its record, as a crash before the record did.
+/// was 15 us (tmpfs) to 23 us (ext4 with a journal) of every create's answer; and nothing
+/// names the file later (an unnamed `O_TMPFILE` file and its `linkat` cost 27 us of the
+/// daemon's time per file, against 15 for a file made with its name).
+///
+/// A file made ahead but never recorded (the daemon killed with spares in hand, or before a
+/// create it was taken for committed) would stay in the cache for good: every id is written
+/// to a list before its file is made (`spares` in the cache folder, one write per round),
+/// and at the next start the listed files no item or content record names are removed. The
+/// list is cut down when it grows long (`trim`).
 final class NewContentFiles: Sendable {
-    /// Where the spares are made: the content folder, on the disk their names go to.
-    private let folder: String
     private let path: @Sendable (ItemID) -> String
-    private let spares: Mutex<Spares>
-    /// Taken and not named yet, each with a descriptor of its own (the taker's may close
-    /// first, and an unnamed file goes with its last descriptor).
-    private let unnamed = Mutex<[ItemID: Int32]>([:])
-    /// Held while naming: a name asked for while `nameAll` gives it waits until it is given.
-    private let naming = Mutex(())
+    /// The ids of files made ahead that may not be recorded: one per line.
+    private let listPath: String
+    private let spares = Mutex(Spares())
     /// Background QoS (nice 10 on Linux): refills yield to the creates they are for.
     private let maker = DispatchQueue(label: "icloudfs.new-content-files", qos: .background)
-    /// `linkat` through `/proc/self/fd`: `AT_EMPTY_PATH` needs `CAP_DAC_READ_SEARCH`.
-    private let namesByProcPath = Atomic<Bool>(false)
 
-    /// Spares kept: a burst of creates takes them faster than they are made (two system
-    /// calls each, a create and a link, against one), and the refill starts at a quarter.
+    /// Spares kept: a burst of creates takes them faster than they are made, and the refill
+    /// starts at a quarter.
     static let kept = 64
+    /// Listed ids past which a refill trims the list: 46 KiB of ids, at most a second of
+    /// checks at the next start.
+    static let listLimit = 2_000
 
     private struct Spares {
-        var descriptors: [Int32] = []
-        var refilling = true  // the first round starts with the mount
-        /// The cache's filesystem makes no `O_TMPFILE` files: every create makes a named one.
-        var unsupported = false
+        var files: [(id: ItemID, fd: Int32)] = []
+        /// Off until `start`, and during a round.
+        var refilling = true
+        var listed = 0
+        /// After `stop`: a round under way removes what it made.
+        var stopped = false
+        /// Whether an id is recorded (an item or a content record), and a way to record
+        /// everything queued so far: `trim` needs both. Set by `start`.
+        var unrecorded: (@Sendable ([ItemID]) -> [ItemID])?
+        var recordQueued: (@Sendable () throws -> Void)?
     }
 
-    init(folder: String, path: @escaping @Sendable (ItemID) -> String) {
-        self.folder = folder
+    init(listPath: String, path: @escaping @Sendable (ItemID) -> String) {
+        self.listPath = listPath
         self.path = path
-        spares = Mutex(Spares())
-        maker.async { [self] in refill() }
     }
 
     deinit {
-        for fd in spares.withLock({ $0.descriptors }) { Glibc.close(fd) }
-        for fd in unnamed.withLock({ $0.values }) { Glibc.close(fd) }
+        for spare in spares.withLock({ $0.files }) { Glibc.close(spare.fd) }
     }
 
-    /// A new, empty cache file for `id` to write, or nil when no spare is ready (the caller
-    /// makes a named one).
-    func take(for id: ItemID) -> FileDescriptor? {
-        let (spare, refill) = spares.withLock { spares -> (Int32?, Bool) in
-            guard !spares.unsupported else { return (nil, false) }
-            let spare = spares.descriptors.popLast()
-            let refill = !spares.refilling && spares.descriptors.count <= NewContentFiles.kept / 4
+    /// Removes the files an earlier run made ahead that nothing recorded (`unrecorded`: of
+    /// the ids given, those no item or content record names), then starts making spares.
+    /// `recordQueued` commits every queued change (the state database's flush): `trim`
+    /// calls it before it forgets ids.
+    func start(
+        unrecorded: @escaping @Sendable ([ItemID]) -> [ItemID], recordQueued: @escaping @Sendable () throws -> Void
+    ) {
+        for id in unrecorded(listedIDs()) { unlink(path(id)) }
+        _ = truncate(listPath, 0)
+        spares.withLock { spares in
+            spares.unrecorded = unrecorded
+            spares.recordQueued = recordQueued
+        }
+        maker.async { [self] in refill() }
+    }
+
+    /// Removes the spares not taken (at unmount); their ids stay listed for the next start,
+    /// which finds their files gone.
+    func stop() {
+        let left = spares.withLock { spares in
+            defer { spares.files = [] }
+            spares.stopped = true
+            return spares.files
+        }
+        remove(left)
+        maker.sync {}  // a round under way ends (and removes what it made)
+    }
+
+    private func remove(_ files: [(id: ItemID, fd: Int32)]) {
+        for spare in files {
+            Glibc.close(spare.fd)
+            unlink(path(spare.id))
+        }
+    }
+
+    /// A new, empty cache file and the id it was made for, or nil when no spare is ready
+    /// (the caller chooses an id and makes its file).
+    func take() -> (id: ItemID, fd: FileDescriptor)? {
+        let (spare, refill) = spares.withLock { spares -> ((id: ItemID, fd: Int32)?, Bool) in
+            let spare = spares.files.popLast()
+            let refill = !spares.refilling && spares.files.count <= NewContentFiles.kept / 4
             if refill { spares.refilling = true }
             return (spare, refill)
         }
         if refill { maker.async { [self] in self.refill() } }  // off the create's path
-        guard let spare else { return nil }
-        let taker = fcntl(spare, F_DUPFD_CLOEXEC, 0)
-        guard taker >= 0 else {
-            Glibc.close(spare)
-            return nil
-        }
-        unnamed.withLock { $0[id] = spare }
-        return FileDescriptor(rawValue: taker)
-    }
-
-    /// Gives the cache file of `id` its name if it has none yet.
-    func name(_ id: ItemID) throws {
-        guard unnamed.withLock({ $0[id] != nil }) else { return }
-        try naming.withLock { _ in
-            guard let fd = unnamed.withLock({ $0[id] }) else { return }  // `nameAll` named it
-            try link(fd, as: path(id))
-            unnamed.withLock { $0[id] = nil }
-            Glibc.close(fd)
-        }
-    }
-
-    /// Gives every taken file its name. On failure (a full disk) the rest stay unnamed, for
-    /// the next call.
-    func nameAll() throws {
-        guard !unnamed.withLock({ $0.isEmpty }) else { return }
-        try naming.withLock { _ in
-            for (id, fd) in unnamed.withLock({ Array($0) }) {
-                try link(fd, as: path(id))
-                unnamed.withLock { $0[id] = nil }
-                Glibc.close(fd)
-            }
-        }
-    }
-
-    /// The cache file of `id` goes: unnamed, it is dropped with its last descriptor.
-    func discard(_ id: ItemID) {
-        guard unnamed.withLock({ $0[id] != nil }) else { return }
-        naming.withLock { _ in
-            if let fd = unnamed.withLock({ $0.removeValue(forKey: id) }) { Glibc.close(fd) }
-        }
+        return spare.map { ($0.id, FileDescriptor(rawValue: $0.fd)) }
     }
 
     private func refill() {
-        let wanted = NewContentFiles.kept - spares.withLock { $0.descriptors.count }
-        var made: [Int32] = []
-        var unsupported = false
-        for _ in 0..<max(wanted, 0) {
-            let fd = Glibc.open(folder, ICLOUDFS_O_TMPFILE_BIT | O_DIRECTORY | O_RDWR | O_CLOEXEC, 0o600)
-            if fd >= 0 {
-                made.append(fd)
-                continue
+        defer { spares.withLock { $0.refilling = false } }
+        trimIfLong()
+        let wanted = NewContentFiles.kept - spares.withLock { $0.files.count }
+        guard wanted > 0 else { return }
+        let ids = (0..<wanted).map { _ in RandomID.makeItemID() }
+        // Listed before made: a file that exists is listed. No room for the list, no spares.
+        guard append(ids) else { return }
+        var made: [(id: ItemID, fd: Int32)] = []
+        for id in ids {
+            guard let fd = make(path(id)) else { break }  // no room, no descriptors: this round ends
+            made.append((id, fd))
+        }
+        let unwanted = spares.withLock { spares -> [(id: ItemID, fd: Int32)] in
+            spares.listed += ids.count
+            if spares.stopped { return made }
+            spares.files += made
+            return []
+        }
+        remove(unwanted)
+    }
+
+    /// Opens a new file at `target`, making its folder if needed (a cache with two-letter
+    /// folders makes them on first use).
+    private func make(_ target: String) -> Int32? {
+        let flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | ICLOUDFS_O_NOATIME
+        var fd = Glibc.open(target, flags, 0o600)
+        if fd < 0, errno == ENOENT, mkdir((target as NSString).deletingLastPathComponent, 0o700) == 0 || errno == EEXIST {
+            fd = Glibc.open(target, flags, 0o600)
+        }
+        return fd >= 0 ? fd : nil
+    }
+
+    /// Cuts the list down to the ids not recorded yet, once it holds `listLimit`: those the
+    /// state names are committed first (`recordQueued`), then left out, as are those whose
+    /// file is gone. An id taken since the look stays listed, checked again later.
+    private func trimIfLong() {
+        let (listed, unrecordedOf, recordQueued) = spares.withLock { ($0.listed, $0.unrecorded, $0.recordQueued) }
+        guard listed >= NewContentFiles.listLimit, let unrecordedOf, let recordQueued else { return }
+        // Unrecorded with no file: its create failed or was undone (a temporary file), or a
+        // spare was removed at an unmount. Nothing to remove at a start.
+        let unrecorded = unrecordedOf(listedIDs()).filter { access(path($0), F_OK) == 0 }
+        do {
+            try recordQueued()
+        } catch {
+            return  // a full disk: the list stays as it is
+        }
+        let staging = listPath + ".new"
+        guard write(unrecorded, to: staging, options: [.create, .truncate]), rename(staging, listPath) == 0 else { return }
+        spares.withLock { $0.listed = unrecorded.count }
+    }
+
+    private func append(_ ids: [ItemID]) -> Bool {
+        write(ids, to: listPath, options: [.create, .append])
+    }
+
+    private func write(_ ids: [ItemID], to target: String, options: FileDescriptor.OpenOptions) -> Bool {
+        let text = ids.map { $0.rawValue + "\n" }.joined()
+        do {
+            let fd = try FileDescriptor.open(
+                target, .writeOnly, options: options.union(.closeOnExec), permissions: [.ownerReadWrite])
+            return try fd.closeAfter {
+                try fd.writeAll(text.utf8)
+                return true
             }
-            // EOPNOTSUPP (or EISDIR, EINVAL from older kernels): not on this filesystem. Other
-            // errors (no room, no descriptors left) end this round only.
-            unsupported = errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL
-            break
-        }
-        spares.withLock { spares in
-            spares.descriptors += made
-            spares.refilling = false
-            spares.unsupported = spares.unsupported || unsupported
+        } catch {
+            return false
         }
     }
 
-    /// Fails only where the name cannot be made (no room: retried with the next transaction,
-    /// which waits for it), not for a folder or a file in the way.
-    private func link(_ fd: Int32, as target: String) throws {
-        var failure = attemptLink(fd, target)
-        if failure == EEXIST, unlink(target) == 0 {  // a leftover of that name: this file is newer
-            failure = attemptLink(fd, target)
-        }
-        // Its folder not made yet (a cache with two-letter folders makes them on first use) or
-        // removed by hand: made, as `LocalFiles.openContent` does.
-        if failure == ENOENT, mkdir((target as NSString).deletingLastPathComponent, 0o700) == 0 {
-            failure = attemptLink(fd, target)
-        }
-        if failure != 0 { throw Errno(rawValue: failure) }
-    }
-
-    /// 0, or the errno of the failure.
-    private func attemptLink(_ fd: Int32, _ target: String) -> Int32 {
-        if !namesByProcPath.load(ordering: .relaxed) {
-            if linkat(fd, "", AT_FDCWD, target, ICLOUDFS_AT_EMPTY_PATH) == 0 { return 0 }
-            // ENOENT: without the capability the empty path is looked up as a name.
-            guard errno == ENOENT else { return errno }
-        }
-        guard linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, target, AT_SYMLINK_FOLLOW) == 0 else { return errno }
-        namesByProcPath.store(true, ordering: .relaxed)
-        return 0
+    /// The listed ids; a line that is not an item id (a damaged list) is skipped, never
+    /// taken for a path.
+    private func listedIDs() -> [ItemID] {
+        guard let text = try? String(contentsOfFile: listPath, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").filter(RandomID.isItemID).map { ItemID(String($0)) }
     }
 }

@@ -94,10 +94,10 @@ extension Replica {
         _ name: String, in parent: ItemID, mode: UInt32, owner: Owner = .root, umask: UInt32? = nil
     ) throws(ReplicaError) -> (attributes: ItemAttributes, file: OpenFile) {
         if let problem = ItemName.problem(with: name) { throw .invalidName(problem) }
-        let id = RandomID.makeItemID()
+        let id: ItemID
         let fd: FileDescriptor
         do {
-            fd = try files.openNewContent(id)
+            (id, fd) = try files.openNewContent()
         } catch {
             throw .localFailure("cannot make the cache file of \(name)", error)
         }

@@ -72,8 +72,7 @@ public final class Replica: Sendable {
             container = try ContainerStore(store: store, container: configuration.container)
             files = try LocalFiles(root: configuration.cacheDirectory)
             database = try StateDatabase(
-                path: files.databasePath, logger: logger, freeSpareSpace: { [files] in files.releaseReserve() },
-                beforeEachCommit: { [files] in try files.nameNewContent() })
+                path: files.databasePath, logger: logger, freeSpareSpace: { [files] in files.releaseReserve() })
         } catch {
             throw ReplicaError.wrapping(error)
         }
@@ -137,6 +136,11 @@ public final class Replica: Sendable {
             throw ReplicaError.wrapping(error)
         }
         reconcileContentFiles()
+        files.startNewContent(
+            unrecorded: { [weak self] ids in
+                self?.state.withLock { state in ids.filter { state.content[$0] == nil && state.device.view.item($0) == nil } } ?? []
+            },
+            recordQueued: { [database] in try database.flush() })
     }
 
     /// The container's identity, creating the container if allowed; a cache made for another
@@ -253,10 +257,10 @@ public final class Replica: Sendable {
         await loop.stop()
         do {
             try database.flush()
-            try files.nameNewContent()  // new files whose records committed before they were taken
         } catch {
             logger.error("cannot record the last changes in \(files.databasePath): \(error)")
         }
+        files.stopNewContent()
         if LockStatistics.enabled { logger.notice("\(LockStatistics.table())") }
         cacheLock.release()
     }

@@ -34,9 +34,6 @@ package final class StateDatabase: Sendable {
     /// Frees space kept aside on the database's disk; false when none is left. Called once
     /// when a transaction finds the disk full, before it is tried again.
     private let freeSpareSpace: @Sendable () -> Bool
-    /// Runs before every transaction: what it records may name files that must exist first
-    /// (the cache files of new files, `LocalFiles.nameNewContent`).
-    private let beforeEachCommit: @Sendable () throws -> Void
     /// The last background commit failed: the next one is retried by itself, and only the
     /// first failure and the recovery are logged.
     private let backgroundFailing = FailureStreak()
@@ -47,12 +44,10 @@ package final class StateDatabase: Sendable {
     private let durableCommits = Mutex<UInt64>(0)
 
     init(
-        path: String, logger: Logger, freeSpareSpace: @escaping @Sendable () -> Bool = { false },
-        beforeEachCommit: @escaping @Sendable () throws -> Void = {}
+        path: String, logger: Logger, freeSpareSpace: @escaping @Sendable () -> Bool = { false }
     ) throws {
         self.logger = logger
         self.freeSpareSpace = freeSpareSpace
-        self.beforeEachCommit = beforeEachCommit
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
@@ -79,7 +74,6 @@ package final class StateDatabase: Sendable {
     private func writeHoldingOrder<T>(_ body: (Database) throws -> T) throws -> T {
         let taken = waiting.withLock { $0.take() }
         func attempt() throws -> T {
-            try beforeEachCommit()
             return try pool.write { db in
                 for work in taken.works { try work(db) }
                 // Older than `body` (asked for before it), and touching rows no work does.
