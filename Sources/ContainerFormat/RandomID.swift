@@ -80,7 +80,6 @@ public enum RandomID {
 
     /// Whether `text` has the form of an id `makeItemID` makes.
     public static func isItemID(_ text: Substring) -> Bool {
-        text.utf8.count == itemIDLength
-            && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }
+        text.utf8.count == itemIDLength && text.utf8.allSatisfy(alphabet.contains)
     }
 }

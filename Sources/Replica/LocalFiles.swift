@@ -126,30 +126,35 @@ struct LocalFiles: Sendable {
         newFiles.stop()
     }
 
-    /// Opens (creating if needed) the content file of `id`. Without moving its access time:
-    /// the mount keeps its own, and a look at a cache file (a close's chunking, an upload)
-    /// would otherwise write its inode to the disk's journal.
+    /// Opens (creating if needed) the content file of `id`.
     func openContent(_ id: ItemID, writable: Bool) throws -> FileDescriptor {
-        let path = contentPath(id)
+        try LocalFiles.openCacheFile(contentPath(id), writable: writable)
+    }
+
+    /// Opens a cache file, creating it if needed (`exclusive`: only a new one), and its
+    /// folder if that is missing (a cache with two-letter folders makes them on first use,
+    /// or one was removed by hand). Without moving its access time: the mount keeps its
+    /// own, and a look at a cache file (a close's chunking, an upload) would otherwise write
+    /// its inode to the disk's journal.
+    static func openCacheFile(_ path: String, writable: Bool, exclusive: Bool = false) throws -> FileDescriptor {
+        let options: FileDescriptor.OpenOptions = exclusive ? [.create, .exclusiveCreate, .closeOnExec] : [.create, .closeOnExec]
+        let mode: FileDescriptor.AccessMode = writable ? .readWrite : .readOnly
+        func open() throws -> FileDescriptor {
+            do {
+                return try FileDescriptor.open(
+                    path, mode, options: options.union(.init(rawValue: ICLOUDFS_O_NOATIME)), permissions: [.ownerReadWrite])
+            } catch Errno.notPermitted {
+                // O_NOATIME needs the file's owner: a cache file another user made (a cache
+                // used with sudo once) is opened as before.
+                return try FileDescriptor.open(path, mode, options: options, permissions: [.ownerReadWrite])
+            }
+        }
         do {
-            return try LocalFiles.openCacheFile(path, writable: writable)
+            return try open()
         } catch Errno.noSuchFileOrDirectory {
             try FileManager.default.createDirectory(
                 atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            return try LocalFiles.openCacheFile(path, writable: writable)
-        }
-    }
-
-    private static func openCacheFile(_ path: String, writable: Bool) throws -> FileDescriptor {
-        let options: FileDescriptor.OpenOptions = [.create, .closeOnExec]
-        let mode: FileDescriptor.AccessMode = writable ? .readWrite : .readOnly
-        do {
-            return try FileDescriptor.open(
-                path, mode, options: options.union(.init(rawValue: ICLOUDFS_O_NOATIME)), permissions: [.ownerReadWrite])
-        } catch Errno.notPermitted {
-            // O_NOATIME needs the file's owner: a cache file another user made (a cache
-            // used with sudo once) is opened as before.
-            return try FileDescriptor.open(path, mode, options: options, permissions: [.ownerReadWrite])
+            return try open()
         }
     }
 

@@ -1,4 +1,3 @@
-import CLinux
 import ContainerFormat
 import Foundation
 import Synchronization
@@ -115,8 +114,9 @@ final class NewContentFiles: Sendable {
         guard append(ids) else { return }
         var made: [(id: ItemID, fd: Int32)] = []
         for id in ids {
-            guard let fd = make(path(id)) else { break }  // no room, no descriptors: this round ends
-            made.append((id, fd))
+            // No room, no descriptors: this round ends.
+            guard let fd = try? LocalFiles.openCacheFile(path(id), writable: true, exclusive: true) else { break }
+            made.append((id, fd.rawValue))
         }
         let unwanted = spares.withLock { spares -> [(id: ItemID, fd: Int32)] in
             spares.listed += ids.count
@@ -125,17 +125,6 @@ final class NewContentFiles: Sendable {
             return []
         }
         remove(unwanted)
-    }
-
-    /// Opens a new file at `target`, making its folder if needed (a cache with two-letter
-    /// folders makes them on first use).
-    private func make(_ target: String) -> Int32? {
-        let flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | ICLOUDFS_O_NOATIME
-        var fd = Glibc.open(target, flags, 0o600)
-        if fd < 0, errno == ENOENT, mkdir((target as NSString).deletingLastPathComponent, 0o700) == 0 || errno == EEXIST {
-            fd = Glibc.open(target, flags, 0o600)
-        }
-        return fd >= 0 ? fd : nil
     }
 
     /// Cuts the list down to the ids not recorded yet, once it holds `listLimit`: those the
