@@ -1,13 +1,16 @@
-/// One device's picture of its container: the fold of the journal as far as the device has
-/// read it (`synced`), its own queued changes (`pending`), and what the user sees: the
-/// pending changes folded speculatively on top (`view`).
+/// One device's picture of its container: its own queued changes (`pending`) folded
+/// speculatively on top of the synced tree (the fold of the journal as far as the device has
+/// read it), which is what the user sees (`view`).
 ///
-/// The view shows the device's own changes as made (a local edit is visible at once, even if
-/// a remote edit of the same file arrived meanwhile); when the change reaches the journal,
-/// the fold decides, and a conflict shows as a conflict copy. Pure: the replica persists
-/// what this holds.
+/// The synced tree is not kept here: the sync engine owns it and folds journal entries into
+/// it (`Tree.fold`) on its own, then lands the result here (`land`), so that the fold does not
+/// hold up whoever guards this view. The view shows the device's own changes as made (a
+/// local edit is visible at once, even if a remote edit of the same file arrived meanwhile);
+/// when the change reaches the journal, the fold decides, and a conflict shows as a conflict
+/// copy. Pure: the replica persists what this holds.
 public struct DeviceView: Sendable {
-    public private(set) var synced: Tree
+    /// The journal number of the synced tree the view was last built on.
+    public private(set) var syncedHead: UInt64
     public private(set) var pending: [LocalChange]
     public private(set) var view: Tree
     /// How many recent local changes keep their landing number (see `landed`).
@@ -24,14 +27,14 @@ public struct DeviceView: Sendable {
 
     public init(device: String, synced: Tree, pending: [LocalChange] = [], landed: [Int64: UInt64] = [:]) {
         self.device = device
-        self.synced = synced
+        syncedHead = synced.head
         self.pending = pending
         self.landed = landed
         view = synced
         // Where packed chunks are is the synced tree's alone (readers look there): the view
         // keeping a reference to it would make the next pull that adds packs copy it whole.
         view.packedChunks = [:]
-        replayPending(resetting: [])
+        replayPending(resetting: [], to: synced)
     }
 
     /// What a new operation on `id` is based on: the item's content version as the view
@@ -63,7 +66,7 @@ public struct DeviceView: Sendable {
     @discardableResult
     public mutating func append(_ change: LocalChange) -> FoldOutcome {
         pending.append(change)
-        return applySpeculatively(change, at: synced.head + UInt64(pending.count))
+        return applySpeculatively(change, at: syncedHead + UInt64(pending.count))
     }
 
     /// Folds `update` (a new file's content at its close, attributes set after `tar x` or
@@ -139,35 +142,30 @@ public struct DeviceView: Sendable {
 
     /// Starts again from `tree` (a snapshot newer than the journal this device could read),
     /// keeping the queue; returns the queued changes rewritten (see `recreateExpired`).
-    public mutating func rebase(on tree: Tree) -> [LocalChange] {
+    /// `old` is the synced tree the view was built on.
+    public mutating func rebase(on tree: Tree, from old: Tree) -> [LocalChange] {
         let before = view
-        let gone = Set(synced.allIDs.filter { tree.item($0) == nil })
-        synced = tree
+        let gone = Set(old.allIDs.filter { tree.item($0) == nil })
         let rewritten = recreateExpired(gone) { before.item($0) }
         self = DeviceView(device: device, synced: tree, pending: pending, landed: landed)
         return rewritten
     }
 
-    /// Applies journal entries in order (a nil commit: unreadable, it only takes its number).
-    /// If one of them is `ourBatch`, those changes leave the queue. The outcome's `changed`
-    /// names every item whose state in the view changed.
-    public mutating func applyRemote(_ entries: [(seq: UInt64, commit: Commit?)], ourBatch: Batch?) -> RemoteOutcome {
+    /// Lands journal entries the sync engine folded into its synced tree (`synced`, now
+    /// `Tree.fold`'s result): if they hold `ourBatch`, those changes leave the queue; the
+    /// view is rebuilt on the new tree. The outcome's `changed` names every item whose state
+    /// in the view changed.
+    public mutating func land(_ folded: FoldedEntries, on synced: Tree, ourBatch: Batch?) -> RemoteOutcome {
         var result = RemoteOutcome()
-        for (seq, commit) in entries {
-            guard let commit else {
-                synced.skip(seq: seq)
-                continue
-            }
-            let outcome = synced.apply(commit, seq: seq)
-            result.changed.formUnion(outcome.changed)
-            result.outcomes.append(outcome)
-            if let ourBatch, commit.commitID == ourBatch.commitID {
-                let done = Set(ourBatch.localIDs)
-                pending.removeAll { done.contains($0.localID) }
-                for id in ourBatch.localIDs { landed[id] = seq }
-                result.landedBatch = true
-            }
+        result.changed = folded.changed
+        result.outcomes = folded.outcomes
+        if let ourBatch, let seq = folded.ourBatchSeq {
+            let done = Set(ourBatch.localIDs)
+            pending.removeAll { done.contains($0.localID) }
+            for id in ourBatch.localIDs { landed[id] = seq }
+            result.landedBatch = true
         }
+        syncedHead = synced.head
         // Kept (not only for queued changes): an open file's writer may still be based on a
         // change that has landed. Bounded: the oldest go first, trimmed now and then (local
         // ids only grow, so the newest `landedKept` ids are those above a cutoff).
@@ -183,8 +181,8 @@ public struct DeviceView: Sendable {
         result.rewritten = recreateExpired(result.changed.filter { synced.item($0) == nil }) { [previous = result.previous] in
             previous[$0]
         }
-        replayPending(resetting: touched)
-        assert(matchesFullReplay, "the view rebuilt from touched items differs from a full replay")
+        replayPending(resetting: touched, to: synced)
+        assert(matchesFullReplay(on: synced), "the view rebuilt from touched items differs from a full replay")
         // Of those, keep the ones that look different: the device's own changes landing
         // only renumber versions. One the replay touched for the first time counts.
         result.changed = touched.union(speculativelyChanged).filter { id in
@@ -250,19 +248,19 @@ public struct DeviceView: Sendable {
     }
 
     /// Checked in debug builds: the incremental rebuild gives what replaying from scratch does.
-    private var matchesFullReplay: Bool {
+    private func matchesFullReplay(on synced: Tree) -> Bool {
         let full = DeviceView(device: device, synced: synced, pending: pending, landed: landed)
         return full.view == view && full.contentOwner == contentOwner
     }
 
     /// Rebuilds the view: the synced tree with the queue folded on top. `touched` are the
     /// items where the view may differ from the synced tree (everywhere else it equals it).
-    private mutating func replayPending(resetting touched: Set<ItemID>) {
+    private mutating func replayPending(resetting touched: Set<ItemID>, to synced: Tree) {
         view.reset(touched, to: synced)
         contentOwner = [:]
         speculativelyChanged = []
         for (index, change) in pending.enumerated() {
-            applySpeculatively(change, at: synced.head + UInt64(index + 1))
+            applySpeculatively(change, at: syncedHead + UInt64(index + 1))
         }
     }
 

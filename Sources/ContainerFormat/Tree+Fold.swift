@@ -442,3 +442,34 @@ extension Item {
         ctime = op.ctime
     }
 }
+
+/// Journal entries folded into the synced tree (`Tree.fold`), to land in the view.
+public struct FoldedEntries: Sendable {
+    /// Items the entries changed in the synced tree.
+    public var changed: Set<ItemID> = []
+    /// The fold's outcome per readable entry, in order.
+    public var outcomes: [FoldOutcome] = []
+    /// Where the device's own batch landed, if it was among the entries.
+    public var ourBatchSeq: UInt64?
+
+    public init() {}
+}
+
+extension Tree {
+    /// Folds journal entries in order (a nil commit: unreadable, it only takes its number).
+    /// `ourBatch`: the device's batch in flight, noted if it is among them.
+    public mutating func fold(_ entries: [(seq: UInt64, commit: Commit?)], ourBatch: Batch?) -> FoldedEntries {
+        var result = FoldedEntries()
+        for (seq, commit) in entries {
+            guard let commit else {
+                skip(seq: seq)
+                continue
+            }
+            let outcome = apply(commit, seq: seq)
+            result.changed.formUnion(outcome.changed)
+            result.outcomes.append(outcome)
+            if commit.commitID == ourBatch?.commitID { result.ourBatchSeq = seq }
+        }
+        return result
+    }
+}

@@ -38,7 +38,7 @@ extension Replica {
     public func collect(dryRun: Bool, progress: @escaping @Sendable (String) -> Void) async throws -> CollectionResult {
         let collector = Collector(
             container: container, device: configuration.deviceName, deviceID: deviceID, logger: logger, progress: progress)
-        let tree = state.withLock { $0.device.synced }
+        let tree = synced.withLock { $0 }
         let result = try await collector.run(dryRun: dryRun, from: tree)
         collection.withLock { $0.usage = nil }
         syncSoon()
@@ -66,7 +66,7 @@ extension Replica {
     /// How the store's bytes are used, measured at most once a minute while no new journal
     /// entry arrives (one that says which chunks a file uses changes the answer).
     public func storeUsage() async throws -> StoreUsage {
-        let tree = state.withLock { $0.device.synced }
+        let tree = synced.withLock { $0 }
         if let last = collection.withLock({ $0.usage }), last.head == tree.head,
             ContinuousClock.now - last.measured < .seconds(60)
         {
@@ -108,7 +108,7 @@ extension Replica {
 
     /// The grace of the container's policy, in seconds.
     var collectionGrace: Int64 {
-        state.withLock { ($0.device.synced.policy ?? .standard).grace }
+        synced.withLock { ($0.policy ?? .standard).grace }
     }
 
     /// Reads the collection records that are new or still sweeping: forgets that the
@@ -132,7 +132,7 @@ extension Replica {
             // the chunks it believes stored, or which packs, are gone.
             if highest > 0, let first = numbers.first, first > highest + 1 {
                 state.storedChunks.removeAll()
-                state.collections.unverifiedPacks.formUnion(state.device.synced.packedChunks.values.map(\.pack))
+                state.collections.unverifiedPacks.formUnion(synced.withLock { $0.packedChunks.values.map(\.pack) })
             }
             for record in read {
                 if record.number > highest || state.collections.active[record.number] != nil {
@@ -221,10 +221,10 @@ extension Replica {
         for pack in packs {
             for chunk in pack.chunks where chunks.contains(chunk.hash) { location[chunk.hash] = pack.id }
         }
-        return state.withLock { state in
+        return synced.withLock { tree in
             var found: [ChunkHash: [ChunkHash]] = [:]
             for hash in chunks {
-                guard let pack = location[hash] ?? state.device.synced.packedChunks[hash]?.pack, candidates.contains(pack)
+                guard let pack = location[hash] ?? tree.packedChunks[hash]?.pack, candidates.contains(pack)
                 else { continue }
                 found[pack, default: []].append(hash)
             }
@@ -280,7 +280,7 @@ extension Replica {
             }
         }
         if orStore, let ref = ops.lazy.flatMap(\.chunks).first(where: { $0.hash == hash }) {
-            return try await container.readChunk(ref, packedAt: state.withLock { $0.device.synced.packedChunks[ref.hash] })
+            return try await container.readChunk(ref, packedAt: synced.withLock { $0.packedChunks[ref.hash] })
         }
         throw ReplicaError.local("chunk \(hash) was collected from the store and this device no longer holds it")
     }
@@ -308,15 +308,17 @@ extension Replica {
         let tree = loaded.tree
         let (changed, rewritten, changes) = try state.withLock { state -> (Set<ItemID>, Int, [ItemChange]) in
             let old = state.device.view
-            let ids = Set(state.device.synced.allIDs).union(tree.allIDs)
+            let oldSynced = synced.withLock { $0 }
+            let ids = Set(oldSynced.allIDs).union(tree.allIDs)
             var device = state.device
-            let rewritten = device.rebase(on: tree)
+            let rewritten = device.rebase(on: tree, from: oldSynced)
             try database.write { db in
                 try database.saveItems(ids, of: tree, db)
                 try database.savePackedChunks(PackRecord.grouping(tree.packedChunks), replacingAll: true, db)
                 try database.deletePending(rewritten.map(\.localID), db)
                 for change in rewritten { try database.insertPending(change, db) }
             }
+            synced.withLock { $0 = tree }
             state.device = device
             state.collections.headTime = nil
             let changed = Set(ids.filter { old.item($0) != device.view.item($0) })

@@ -595,7 +595,7 @@ extension Replica {
                 if chunker.isZeroRunChunk(piece.ref) {
                     bytes = .zeros
                 } else {
-                    let packed = state.withLock { $0.device.synced.packedChunks[piece.ref.hash] }
+                    let packed = synced.withLock { $0.packedChunks[piece.ref.hash] }
                     if packed == nil, let local = await localChunk(piece.ref) {
                         bytes = .data(local)
                     } else {
@@ -678,7 +678,7 @@ extension Replica {
         var retry = Duration.milliseconds(100)
         while true {
             // Looked up on each try: a pull meanwhile may have moved it (a repack).
-            let packed = state.withLock { $0.device.synced.packedChunks[ref.hash] }
+            let packed = synced.withLock { $0.packedChunks[ref.hash] }
             do {
                 return try await container.readChunk(ref, packedAt: packed)
             } catch let error as StoreError {
@@ -690,9 +690,8 @@ extension Replica {
                     continue
                 }
                 guard case .notFound = error else { throw error }
-                let (pending, movedMeanwhile) = state.withLock { state in
-                    (state.view.item(id)?.isContentPending == true, state.device.synced.packedChunks[ref.hash] != packed)
-                }
+                let movedMeanwhile = synced.withLock { $0.packedChunks[ref.hash] != packed }
+                let pending = state.withLock { $0.view.item(id)?.isContentPending == true }
                 // The entry saying where the chunks went may have landed since the look-up above.
                 if movedMeanwhile { continue }
                 guard pending else { throw error }

@@ -147,7 +147,7 @@ extension Replica {
 extension Replica {
     /// The policy the journal set, as far as this device has read it.
     public var retentionPolicy: RetentionPolicy {
-        state.withLock { $0.device.synced.policy ?? .standard }
+        synced.withLock { $0.policy ?? .standard }
     }
 
     /// Sets the container's policy: an entry of its own, written now (not queued: it needs

@@ -130,7 +130,7 @@ extension Replica {
 
     /// The journal sequence number this device has applied.
     public var head: UInt64 {
-        state.withLock { $0.device.synced.head }
+        state.withLock { $0.device.syncedHead }
     }
 
     // MARK: - Internals
@@ -198,11 +198,7 @@ extension Replica {
             // Not on the writer's queue: see the lock order at `Replica.state`.
             DispatchQueue.global().async { self.state.withLock { $0.notRecorded = why } }
         }
-        state.withLock { state in
-            state.device = DeviceView(
-                device: configuration.deviceName, synced: tree, pending: state.device.pending,
-                landed: state.device.landed)
-        }
+        state.withLock { state in startOver(on: tree, pending: state.device.pending, landed: state.device.landed, &state) }
         logger.info(
             "started from snapshot \(seq) (\(tree.count) items) in \(ContinuousClock.now - start) (read in \(read))")
     }
@@ -250,25 +246,33 @@ extension Replica {
         }
     }
 
-    /// Applies journal entries to the device state, then records them in the database in one
-    /// transaction. The transaction runs outside the state lock (it also commits the queue's
-    /// waiting writes, and a large entry saves hundreds of items): the kernel's requests go
-    /// on meanwhile. Nothing else changes the synced tree, the landed batch or the owed
+    /// Folds journal entries into the synced tree, lands them in the device state, then
+    /// records them in the database in one transaction. The fold holds only `synced`, and the
+    /// transaction runs outside the state lock (it also commits the queue's waiting writes,
+    /// and a large entry saves hundreds of items): the kernel's requests go on meanwhile.
+    /// Nothing else changes the synced tree, the in-flight and landed batch or the owed
     /// uploads (a pull or push runs under `syncLock`); requests only append to the queue.
     private func apply(_ entries: [(seq: UInt64, commit: Commit?)]) throws {
+        let inFlight = state.withLock { $0.inFlight }
+        let hasFollowers = self.events.hasFollowers
+        // The tree after the entries comes back as a copy that shares its storage: the
+        // landing and the transaction read it, and it is let go before the next fold.
+        let (folded, tree, events) = synced.withLock { tree in
+            let folded = tree.fold(entries, ourBatch: inFlight)
+            var events: [EventLog.Event] = []
+            // Worked out only for someone following (`icloudfs monitor`): paths and a date
+            // per operation.
+            for (entry, fold) in zip(entries.filter { $0.commit != nil }, folded.outcomes)
+            where hasFollowers && entry.commit?.commitID != inFlight?.commitID {
+                events += EventLog.events(for: entry.commit!, seq: entry.seq, in: tree, outcome: fold)
+            }
+            return (folded, tree, events)
+        }
         let applied = state.withLock { state in
-            let inFlight = state.inFlight
             // What a failed recording goes back to (held, these two are copied only if the
             // batch lands: the queue and the landed ids, not the container).
             let (pendingBefore, landedBefore) = (state.device.pending, state.device.landed)
-            let outcome = state.device.applyRemote(entries, ourBatch: inFlight)
-            var events: [EventLog.Event] = []
-            // Worked out only for someone following (`icloudfs monitor`): paths and a date
-            // per operation, under the state lock, on every pull.
-            for (entry, fold) in zip(entries.filter { $0.commit != nil }, outcome.outcomes)
-            where self.events.hasFollowers && entry.commit?.commitID != inFlight?.commitID {
-                events += EventLog.events(for: entry.commit!, seq: entry.seq, in: state.device.synced, outcome: fold)
-            }
+            let outcome = state.device.land(folded, on: tree, ourBatch: inFlight)
             let syncedChanges = outcome.outcomes.reduce(into: Set<ItemID>()) { $0.formUnion($1.changed) }
             state.noteReclaimCandidates(syncedChanges)
             let landed = outcome.landedBatch ? inFlight : nil
@@ -284,7 +288,7 @@ extension Replica {
             let changes = outcome.changed.isEmpty ? [] : itemChanges(outcome.changed, previous: { outcome.previous[$0] }, state)
             return AppliedEntries(
                 outcome: outcome, landed: landed, owed: owed, owedBefore: state.owed, syncedChanges: syncedChanges,
-                synced: state.device.synced, landedSeq: landed?.localIDs.first.flatMap { state.device.landed[$0] },
+                synced: tree, landedSeq: landed?.localIDs.first.flatMap { state.device.landed[$0] },
                 pendingBefore: pendingBefore, landedBefore: landedBefore, queuedAfter: state.device.pending.count,
                 events: events, changes: changes)
         }
@@ -355,11 +359,18 @@ extension Replica {
     private func restoreRecordedTree(_ state: inout ReplicaState, pending: [LocalChange], landed: [Int64: UInt64]) {
         do {
             let tree = try database.pool.read { db in try database.loadTree(db) }
-            state.device = DeviceView(device: configuration.deviceName, synced: tree, pending: pending, landed: landed)
+            startOver(on: tree, pending: pending, landed: landed, &state)
         } catch {
             state.notRecorded = "cannot read back \(files.databasePath) after a failed write: \(error); remount"
             logger.error("\(state.notRecorded!)")
         }
+    }
+
+    /// Makes `tree` the synced tree (a snapshot; the database's after a failed recording)
+    /// and builds the view on it again, with the queue and landed ids given. Under `state`.
+    func startOver(on tree: Tree, pending: [LocalChange], landed: [Int64: UInt64], _ state: inout ReplicaState) {
+        synced.withLock { $0 = tree }
+        state.device = DeviceView(device: configuration.deviceName, synced: tree, pending: pending, landed: landed)
     }
 
     /// Runs `body` in a database write; a failure is logged and returned (the caller puts
@@ -383,7 +394,7 @@ extension Replica {
         }
         unstage(commit.ops.flatMap(\.chunkHashes))
         if ours.seq % configuration.snapshotInterval == 0 {
-            let tree = state.withLock { $0.device.synced }
+            let tree = synced.withLock { $0 }
             let container = self.container
             let logger = self.logger
             Task.detached {
@@ -445,11 +456,12 @@ extension Replica {
     /// devices took first. `make` builds the commit for a number, nil when none is due.
     func appendAtNextFreeNumber(_ make: (inout ReplicaState, UInt64) -> Commit?) async throws {
         while true {
-            let attempt = state.withLock { state -> (UInt64, Commit, JournalCoding.Encoding)? in
-                let seq = state.device.synced.head + 1
-                return make(&state, seq).map { (seq, $0, state.device.synced.nextEntryEncoding) }
+            let encoding = synced.withLock { $0.nextEntryEncoding }
+            let attempt = state.withLock { state -> (UInt64, Commit)? in
+                let seq = state.device.syncedHead + 1
+                return make(&state, seq).map { (seq, $0) }
             }
-            guard let (seq, commit, encoding) = attempt else { return }
+            guard let (seq, commit) = attempt else { return }
             let appended = try await container.append(commit, at: seq, as: encoding)
             if appended, try await isBehindJournalFloor(seq) {
                 // Written where compaction had deleted an entry: nobody reads it.
@@ -519,7 +531,7 @@ extension Replica {
         var seen = Set<ChunkHash>()
         var due = chunks.filter { chunk in
             seen.insert(chunk.hash).inserted
-                && !state.withLock { $0.storedChunks.contains(chunk.hash) || $0.device.synced.packedChunks[chunk.hash] != nil }
+                && !state.withLock { $0.storedChunks.contains(chunk.hash) } && synced.withLock { $0.packedChunks[chunk.hash] == nil }
         }
         var pacer = UploadPacer(limit: configuration.uploadLimit)
         var packs: [PackRecord] = []

@@ -28,12 +28,17 @@ public final class Replica: Sendable {
     /// 3. `state` (the namespace: view, queue and content records, in memory; no file I/O
     ///    under it, and no transaction but a rebase on a snapshot's: a push records its
     ///    batch and a pull its entries after letting go);
-    /// 4. the state database's `order` lock and GRDB's writer queue (`database.write`);
-    /// 5. small leaf mutexes (`pushPending`, `changeObserver`, `DownloadTable`, ...).
+    /// 4. `synced` (the journal's tree, which only the sync engine changes);
+    /// 5. the state database's `order` lock and GRDB's writer queue (`database.write`);
+    /// 6. small leaf mutexes (`pushPending`, `changeObserver`, `DownloadTable`, ...).
     /// So nothing that runs on the database's writer queue (an `asyncWrite` completion, a
     /// `writeSoon` closure) may take `state`: a writer waiting for it while `state` waits for
     /// the writer is a deadlock. Such completions hop to another thread first.
     let state: MeasuredMutex<ReplicaState>
+    /// The fold of the journal as far as this device has read it. Only the sync engine
+    /// changes it (a pull's fold, a rebase, under `syncLock`), outside `state`: a large batch's
+    /// fold holds up no lookup. Others read where chunks are packed and the retention policy.
+    let synced: MeasuredMutex<Tree>
     let fileLocks = FileLocks()
     let syncLock = AsyncLock()
     /// A wake-up for local changes is already scheduled (see `pushAfterPause`).
@@ -103,7 +108,7 @@ public final class Replica: Sendable {
         self.chunker = chunker
         events = EventLog()
         do {
-            let loaded = try database.write { db -> (ReplicaState, String) in
+            let loaded = try database.write { db -> (ReplicaState, Tree, String) in
                 var deviceID = try database.meta("deviceID", db)
                 if deviceID == nil {
                     deviceID = RandomID.make()
@@ -128,10 +133,11 @@ public final class Replica: Sendable {
                 })
                 state.localAccessTimes = try database.loadAccessTimes(db)
                 Replica.findUnstagedChunks(&state, files, chunker)
-                return (state, deviceID!)
+                return (state, tree, deviceID!)
             }
             state = MeasuredMutex(loaded.0)
-            deviceID = loaded.1
+            synced = MeasuredMutex(loaded.1)
+            deviceID = loaded.2
         } catch {
             throw ReplicaError.wrapping(error)
         }

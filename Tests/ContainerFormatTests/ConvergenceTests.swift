@@ -8,6 +8,8 @@ import TestSupport
 struct Simulation {
     struct Device {
         var state: DeviceView
+        /// The journal's tree as far as this device read it (the replica's sync engine's).
+        var synced = Tree()
         var nextLocalID: Int64 = 1
         var inFlight: Batch?
         let name: String
@@ -93,10 +95,11 @@ struct Simulation {
     }
 
     mutating func pull(_ d: Int) {
-        let from = Int(devices[d].state.synced.head)
+        let from = Int(devices[d].synced.head)
         guard from < journal.count else { return }
         let entries = (from..<journal.count).map { (seq: UInt64($0 + 1), commit: Optional(journal[$0])) }
-        let outcome = devices[d].state.applyRemote(entries, ourBatch: devices[d].inFlight)
+        let folded = devices[d].synced.fold(entries, ourBatch: devices[d].inFlight)
+        let outcome = devices[d].state.land(folded, on: devices[d].synced, ourBatch: devices[d].inFlight)
         if outcome.landedBatch { devices[d].inFlight = nil }
     }
 
@@ -108,7 +111,7 @@ struct Simulation {
             let ids = devices[d].state.nextBatchIDs(maximumOperations: Int.random(in: 1...6, using: &random))
             devices[d].inFlight = Batch(commitID: "c\(d)-\(ids.first!)", localIDs: ids)
         }
-        let seq = devices[d].state.synced.head + 1
+        let seq = devices[d].synced.head + 1
         guard seq == UInt64(journal.count + 1) else { return false }
         journal.append(devices[d].state.commit(for: devices[d].inFlight!, device: devices[d].name, deviceID: "\(d)", seq: seq))
         return true
@@ -125,7 +128,7 @@ struct Simulation {
         }
         // Settle: everyone pushes everything and reads everything.
         var rounds = 0
-        while devices.contains(where: { !$0.state.pending.isEmpty }) || devices.contains(where: { Int($0.state.synced.head) < journal.count }) {
+        while devices.contains(where: { !$0.state.pending.isEmpty }) || devices.contains(where: { Int($0.synced.head) < journal.count }) {
             for d in devices.indices {
                 pull(d)
                 push(d)
@@ -148,10 +151,10 @@ struct ConvergenceTests {
     func converge(seed: UInt64) {
         var simulation = Simulation(devices: 3, seed: seed)
         simulation.run(steps: 600)
-        let reference = simulation.devices[0].state.synced
+        let reference = simulation.devices[0].synced
         for device in simulation.devices {
-            #expect(device.state.synced == reference, "seed \(seed): \(device.name) differs")
-            #expect(device.state.view == device.state.synced, "seed \(seed): \(device.name) view is not the journal's tree")
+            #expect(device.synced == reference, "seed \(seed): \(device.name) differs")
+            #expect(device.state.view == device.synced, "seed \(seed): \(device.name) view is not the journal's tree")
         }
         let present = Set(reference.allItems.filter { !$0.deleted }.flatMap(simulation.tokens(in:)))
         let lost = simulation.written.subtracting(simulation.replacedWhileSeen).subtracting(present)
@@ -165,7 +168,7 @@ struct ConvergenceTests {
     func snapshotRoundTrip() throws {
         var simulation = Simulation(devices: 2, seed: 5)
         simulation.run(steps: 300)
-        let tree = simulation.devices[0].state.synced
+        let tree = simulation.devices[0].synced
         let data = SnapshotCoding.encode(Snapshot(of: tree))
         let restored = try SnapshotCoding.decode(data).tree
         #expect(restored == tree)

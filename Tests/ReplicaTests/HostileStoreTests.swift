@@ -113,7 +113,7 @@ struct HostileStoreTests {
         // A small file's chunk is in a pack: its bytes there are overwritten in place.
         let hash = ChunkHash(of: Data(repeating: 7, count: 10_000))
         let chunkPath = hash.hex
-        let location = try #require(a.state.withLock { $0.device.synced.packedChunks[hash] })
+        let location = try #require(a.synced.withLock { $0.packedChunks[hash] })
         let pack = location.pack.hex
         let packFile = try #require(
             FileHandle(forWritingAtPath: devices.folder.sub("store/\(devices.container)/packs/\(pack.prefix(2))/\(pack)")))

@@ -26,7 +26,7 @@ struct PackedChunksTests {
             ($0.hash, PackedLocation(pack: pack.id, offset: $0.offset, size: $0.size))
         })
         func holdsExpected() -> Bool {
-            let known = a.state.withLock { $0.device.synced.packedChunks }
+            let known = a.synced.withLock { $0.packedChunks }
             return expected.allSatisfy { known[$0.key] == $0.value }
         }
         #expect(holdsExpected())
@@ -114,7 +114,7 @@ struct PackedChunksTests {
         try await a.writeFile("other", Data("other".utf8))
         try await a.push()
         let hash = ChunkHash(of: data)
-        let pack = try #require(a.state.withLock { $0.device.synced.packedChunks[hash] }).pack
+        let pack = try #require(a.synced.withLock { $0.packedChunks[hash] }).pack
         // A collection chose that pack; its sweep is an hour away, as the default grace has it.
         let container = try ContainerStore(store: devices.store, container: devices.container)
         var record = CollectionRecord(
@@ -124,7 +124,7 @@ struct PackedChunksTests {
         a.state.withLock { $0.collections.listedAt = nil }
         try await a.writeFile("copy", data)
         try await a.push()
-        let moved = try #require(a.state.withLock { $0.device.synced.packedChunks[hash] })
+        let moved = try #require(a.synced.withLock { $0.packedChunks[hash] })
         #expect(moved.pack != pack)
         // The sweep deletes the pack: a new device reads both files from the new one.
         try await container.deletePack(pack)
