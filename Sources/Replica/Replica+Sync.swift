@@ -273,7 +273,7 @@ extension Replica {
             // batch lands: the queue and the landed ids, not the container).
             let (pendingBefore, landedBefore) = (state.device.pending, state.device.landed)
             let outcome = state.device.land(folded, on: tree, ourBatch: inFlight)
-            let syncedChanges = outcome.outcomes.reduce(into: Set<ItemID>()) { $0.formUnion($1.changed) }
+            let syncedChanges = folded.changed  // the synced tree's (the view's are `outcome.changed`)
             state.noteReclaimCandidates(syncedChanges)
             let landed = outcome.landedBatch ? inFlight : nil
             var owed = state.owed

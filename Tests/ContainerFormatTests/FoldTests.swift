@@ -365,6 +365,38 @@ struct FoldTests {
         #expect(behind.view.liveItem(ItemID("n"))?.parent == ItemID("d"))
     }
 
+    @Test("a change queued between the synced tree's fold and the view's landing (the replica's window) is kept, shown and based on the landed change")
+    func changeQueuedBetweenFoldAndLanding() {
+        var synced = Tree()
+        var device = DeviceView(device: "a", synced: synced)
+        func queue(_ localID: Int64, _ ops: [(ItemOperation, BaseVersion?)]) {
+            device.append(device.makeChange(localID: localID, time: Timestamp(seconds: 100 + localID), ops))
+        }
+        queue(1, [(file("f", "f.txt", "one"), nil)])
+        queue(2, [(file("g", "g.txt", "two"), nil)])
+        let batch = Batch(commitID: "push-1", localIDs: [1])
+        let ours = device.commit(for: batch, device: "a", deviceID: "a", seq: 1)
+        let theirs = Commit(commitID: "b-1", device: "b", deviceID: "b", time: Timestamp(seconds: 150), ops: [file("h", "h.txt", "three")])
+        // The sync engine folds; a request queues an edit of f (based on the queued change 1)
+        // before the view lands the fold.
+        let folded = synced.fold([(1, ours), (2, theirs)], ourBatch: batch)
+        #expect(folded.ourBatchSeq == 1 && folded.changed.isSuperset(of: [ItemID("f"), ItemID("h")]))
+        #expect(device.base(of: ItemID("f")) == .pending(1))
+        queue(3, [(edit("f", base: 0, "one, edited"), device.base(of: ItemID("f")))])
+        let outcome = device.land(folded, on: synced, ourBatch: batch)
+        #expect(outcome.landedBatch)
+        #expect(device.pending.map(\.localID) == [2, 3])
+        #expect(device.syncedHead == 2 && device.landed[1] == 1)
+        #expect(device.view == DeviceView(device: "a", synced: synced, pending: device.pending, landed: device.landed).view)
+        #expect(device.view.liveItem(ItemID("f"))?.chunks == content("one, edited").chunks)
+        #expect(device.view.liveItem(ItemID("g")) != nil && device.view.liveItem(ItemID("h")) != nil)
+        // Pushed next, the edit is based on the entry its base landed in: no conflict copy.
+        let next = device.commit(for: Batch(commitID: "push-2", localIDs: [2, 3]), device: "a", deviceID: "a", seq: 3)
+        #expect(synced.apply(next, seq: 3).rejected.isEmpty)
+        #expect(synced.liveItem(ItemID("f"))?.chunks == content("one, edited").chunks)
+        #expect(synced.conflictCopies(of: ItemID("f")).isEmpty)
+    }
+
     @Test("an edit beats a concurrent delete, in either order")
     func editBeatsDelete() {
         var first = Journal()
