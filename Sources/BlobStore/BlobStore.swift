@@ -57,6 +57,11 @@ public protocol BlobStore: Sendable {
     /// local folder; nil where it is not (`get` it). The bounds and errors of
     /// `get(_:maximumSize:)`. Blocks: call it off the task threads.
     func openLocally(_ key: BlobKey, maximumSize: UInt64) throws -> LocalObject?
+
+    /// Removes what writes cut short left under `prefix` (a process killed mid-write) if
+    /// it is older than `before`; how many it removed. See the extension for the default
+    /// (nothing: a store whose writes are whole or absent leaves nothing).
+    func removeAbandonedWrites(under prefix: String, before: Date) async throws -> Int
 }
 
 /// An object of a local store, open, its bytes already being read from disk.
@@ -97,6 +102,8 @@ extension BlobStore {
     public func changeNotifications(prefix: String) -> AsyncStream<Void>? { nil }
 
     public func openLocally(_ key: BlobKey, maximumSize: UInt64) throws -> LocalObject? { nil }
+
+    public func removeAbandonedWrites(under prefix: String, before: Date) async throws -> Int { 0 }
 
     /// Eight `putIfAbsent` calls in flight at once: a remote store's latency, not its
     /// bandwidth, bounds one-at-a-time uploads of small objects.

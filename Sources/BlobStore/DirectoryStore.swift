@@ -208,6 +208,10 @@ public struct DirectoryStore: BlobStore {
                     fd = try open()
                 }
                 do {
+                    if CrashPoint.objectHalfWritten.isArmed {
+                        try FileIO.writeAll(fd, data.prefix(data.count / 2), offset: 0)
+                        CrashPoint.objectHalfWritten.reach()
+                    }
                     try FileIO.writeAll(fd, data, offset: 0)
                     guard !durable || fsync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
                     try fd.close()
@@ -230,6 +234,38 @@ public struct DirectoryStore: BlobStore {
             }
             if durable { try FileIO.syncDirectory(folder) }
         }
+    }
+
+    /// The temporary files of writes that never finished (their process was killed between
+    /// making the file and linking it into place), older than `before`.
+    public func removeAbandonedWrites(under prefix: String, before: Date) async throws -> Int {
+        try await BlockingIO.run { () throws -> Int in
+            try self.requireRoot()
+            return self.removeTemporaries(under: prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix, before: before)
+        }
+    }
+
+    private func removeTemporaries(under relative: String, before: Date, depth: Int = 0) -> Int {
+        let folder = relative.isEmpty ? root : root.appending(relative)
+        guard depth < DirectoryStore.maximumKeyDepth,
+            let entries = try? FileManager.default.contentsOfDirectory(atPath: folder.string)
+        else {
+            return 0
+        }
+        var removed = 0
+        for entry in entries {
+            let path = folder.appending(entry)
+            var info = stat()
+            guard lstat(path.string, &info) == 0 else { continue }
+            if info.st_mode & S_IFMT == S_IFDIR, !entry.hasPrefix(".") {
+                removed += removeTemporaries(under: relative.isEmpty ? entry : relative + "/" + entry, before: before, depth: depth + 1)
+            } else if info.st_mode & S_IFMT == S_IFREG, entry.hasPrefix("."), entry.hasSuffix(".tmp"),
+                Double(info.st_mtim.tv_sec) < before.timeIntervalSince1970, unlink(path.string) == 0
+            {
+                removed += 1
+            }
+        }
+        return removed
     }
 
     /// Objects below `relative`. Symbolic links are never followed (a link to a parent folder

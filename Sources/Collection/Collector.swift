@@ -41,6 +41,8 @@ public struct CollectionResult: Codable, Sendable {
     public var repackedBytes: UInt64 = 0
     public var deletedEntries = 0
     public var deletedSnapshots = 0
+    /// Temporary files of store writes a crash cut short, removed.
+    public var removedAbandonedWrites = 0
     /// The record written (nil: dry run).
     public var record: UInt64?
 
@@ -159,6 +161,8 @@ public struct Collector: Sendable {
         }
         record.swept = .now()
         try await container.updateCollectionRecord(record)
+        result.removedAbandonedWrites = try await container.removeAbandonedWrites(
+            before: started.adding(seconds: -Self.abandonedWriteAge).date)
 
         // 5. Compaction behind a snapshot of the tree now.
         try await compact(tree, policy: policy, record: &record, into: &result)
@@ -246,6 +250,7 @@ public struct Collector: Sendable {
                 Timestamp.now() < record.deadline
             else { continue }
             try await container.deletePack(pack.id)
+            CrashPoint.sweepStarted.reach()
             result.deletedPacks += 1
             result.deletedPackBytes += pack.size
         }
@@ -272,11 +277,15 @@ public struct Collector: Sendable {
         func store(_ pack: Pack?) async throws {
             guard let pack else { return }
             try await container.writePack(pack)
+            CrashPoint.repackWritten.reach()
             written.append(PackRecord(id: pack.id, chunks: pack.chunks))
         }
         for pack in sparse {
             let (bytes, chunks) = try await container.readPack(pack.id)
             let keep = Set(used.chunks[pack.id] ?? [])
+            // A pack of a few small chunks, all used, is mostly its index: packing them
+            // again would make the same pack.
+            guard chunks.contains(where: { !keep.contains($0.hash) }) else { continue }
             for chunk in chunks where keep.contains(chunk.hash) {
                 let start = bytes.startIndex + Int(chunk.offset)
                 try await store(filler.add(chunk.hash, bytes[start..<start + Int(chunk.size)]))
@@ -285,10 +294,16 @@ public struct Collector: Sendable {
             result.repackedBytes += pack.size
         }
         try await store(filler.finish())
+        guard !written.isEmpty else { return tree }
         var commit = Commit(commitID: RandomID.make(), device: device, deviceID: deviceID, time: .now(), ops: [])
         commit.packs = written
-        return try await append(commit, to: tree)
+        let repacked = try await append(commit, to: tree)
+        CrashPoint.repackAppended.reach()
+        return repacked
     }
+
+    /// A store write's temporary file lives for one write: one this old was abandoned.
+    public static let abandonedWriteAge: Int64 = 3600
 
     /// A pack whose used chunks fill less than this share of it is repacked.
     public static let repackShare = 0.5

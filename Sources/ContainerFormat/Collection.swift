@@ -252,6 +252,12 @@ extension ContainerStore {
         try await store.delete(packKey(id))
     }
 
+    /// What writes cut short left in the container (a device or collection killed while it
+    /// wrote an object), written before `before`; how many went.
+    public func removeAbandonedWrites(before: Date) async throws -> Int {
+        try await store.removeAbandonedWrites(under: "\(container)/", before: before)
+    }
+
     /// A whole pack's bytes and chunks, its index checked (a repack reads the chunks it keeps).
     public func readPack(_ id: ChunkHash) async throws -> (bytes: Data, chunks: [PackedChunk]) {
         let bytes = try await store.get(packKey(id))

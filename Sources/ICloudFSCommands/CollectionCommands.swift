@@ -53,6 +53,9 @@ struct CollectCommand: AsyncParsableCommand {
             let packs = result.deletedPacks > 0 ? " and \(result.deletedPacks) pack(s) (\(bytes(result.deletedPackBytes)))" : ""
             print("deleted \(result.deletedChunks) chunk(s) (\(bytes(result.deletedBytes)))\(packs), \(result.deletedEntries) journal entries, \(result.deletedSnapshots) snapshot(s)"
                 + (result.keptChunks > 0 ? "; kept \(result.keptChunks) chunk(s) a device named meanwhile" : ""))
+            if result.removedAbandonedWrites > 0 {
+                print("removed \(result.removedAbandonedWrites) partial write(s) a crash left in the store")
+            }
         }
     }
 

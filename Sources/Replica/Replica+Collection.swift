@@ -259,6 +259,7 @@ extension Replica {
             // Written even if a pack of these bytes exists: its time now keeps it from a sweep.
             let pack = Pack(pieces)
             try await container.rewritePack(pack)
+            CrashPoint.packWritten.reach()
             records.append(PackRecord(id: pack.id, chunks: pack.chunks))
         }
         state.withLock { $0.collections.unverifiedPacks.subtract(present) }

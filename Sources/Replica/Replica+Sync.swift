@@ -463,6 +463,7 @@ extension Replica {
             }
             guard let (seq, commit) = attempt else { return }
             let appended = try await container.append(commit, at: seq, as: encoding)
+            if appended { CrashPoint.entryAppended.reach() }
             if appended, try await isBehindJournalFloor(seq) {
                 // Written where compaction had deleted an entry: nobody reads it.
                 try await container.withdraw(commit, at: seq)
@@ -596,6 +597,7 @@ extension Replica {
             // entry the store refuses leaves the pack unnamed (collected later), and the retry
             // packs its chunks again for the entry it writes.
             try await container.writePack(pack)
+            CrashPoint.packWritten.reach()
             records.append(PackRecord(id: pack.id, chunks: pack.chunks))
             try await pacer.sent(pack.bytes.count)
         }

@@ -148,6 +148,31 @@ struct DirectoryStoreTests {
         #expect(leftovers.isEmpty)
     }
 
+    @Test("a write cut short leaves a temporary file that is never listed; removing abandoned writes takes only old ones under the prefix")
+    func abandonedWrites() async throws {
+        let folder = TemporaryDirectory("abandoned")
+        defer { folder.remove() }
+        let store = try DirectoryStore(root: FilePath(folder.sub("store")))
+        try await store.putIfAbsent(try BlobKey("c/packs/ab/abc"), data: Data("pack".utf8))
+        try await store.putIfAbsent(try BlobKey("d/packs/ab/abd"), data: Data("pack".utf8))
+        let old = Date(timeIntervalSinceNow: -7200)
+        func temporary(_ path: String, modified: Date) throws {
+            let url = URL(fileURLWithPath: folder.sub("store/\(path)"))
+            try Data("half".utf8).write(to: url)
+            try FileManager.default.setAttributes([.modificationDate: modified], ofItemAtPath: url.path)
+        }
+        try temporary("c/packs/ab/.abc.1.2.tmp", modified: old)
+        try temporary("c/packs/ab/.abe.1.3.tmp", modified: Date())  // a write still going on
+        try temporary("d/packs/ab/.abd.1.4.tmp", modified: old)  // another container's
+        try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: folder.sub("store/c/packs/ab/abc"))
+        #expect(try await store.listAll(prefix: "c/").map(\.key.rawValue) == ["c/packs/ab/abc"])
+
+        #expect(try await store.removeAbandonedWrites(under: "c/", before: Date(timeIntervalSinceNow: -3600)) == 1)
+        let left = try FileManager.default.contentsOfDirectory(atPath: folder.sub("store/c/packs/ab")).sorted()
+        #expect(left == [".abe.1.3.tmp", "abc"])
+        #expect(FileManager.default.fileExists(atPath: folder.sub("store/d/packs/ab/.abd.1.4.tmp")))
+    }
+
     @Test("a store whose folder is gone is unavailable, not empty")
     func missingFolder() async throws {
         let folder = TemporaryDirectory("gone")

@@ -142,6 +142,20 @@ struct CollectorTests {
         #expect(again.repackedPacks == 0 && again.deletedPacks == 0)
     }
 
+    @Test("a pack of one small file, all used, is left alone: mostly index, but repacking it would make it again")
+    func leavesSmallUsedPack() async throws {
+        let store = try StoredContainer()
+        defer { store.folder.remove() }
+        try await store.commit([], texts: [], policy: RetentionPolicy(versions: 0, deleted: 0, grace: 0))
+        let pack = try await store.commitPacked([file("a", "a.txt", "first\n")], texts: ["first\n"])
+        let head = try await store.container.catchUp().head
+        let result = try await store.collector.run(dryRun: false)
+        #expect(result.repackedPacks == 0 && result.deletedPacks == 0)
+        #expect(try await store.packExists(pack))
+        // No entry was written for a repack (the collection adds no journal entry here).
+        #expect(try await store.container.catchUp().head == head)
+    }
+
     @Test("a candidate pack written again during the grace is kept")
     func rewrittenPackIsKept() async throws {
         let store = try StoredContainer()

@@ -305,3 +305,101 @@ test_kill_9_during_pack_uploads_loses_nothing_and_leaves_nothing() {
         for i in $(seq 1 40); do cmp "$T/c/r$round/f$i" "$T/expected/r$round-f$i"; done
     done
 }
+
+# A device stopped (SIGKILL, ICLOUDFS_CRASH_AT) at each step of a push of small files in a
+# pack, in turn: with a store object half written, with the pack stored and no entry naming
+# it, with the entry appended and not recorded. Files acknowledged by fsync before each stop
+# are read whole by a new device; the unnamed pack and the half-written object go at the next
+# collection.
+test_a_push_stopped_at_each_step_of_a_pack_loses_nothing() {
+    mkdir -p "$T/expected"
+    mount_device a
+    echo first > "$T/a/first.txt"  # entry 1: the files below start a batch of their own
+    sync_wait a
+    fusermount3 -u "$T/a"
+    local point daemon
+    for point in object-half-written pack-written entry-appended; do
+        # Written while the store is away, so that the push starts after the mount below.
+        mount_device a
+        mv "$T/store" "$T/store.away"
+        mkdir "$T/a/$point"
+        for i in $(seq 1 30); do
+            head -c $((RANDOM % 6000 + 1)) /dev/urandom > "$T/expected/$point-f$i"
+            dd if="$T/expected/$point-f$i" of="$T/a/$point/f$i" bs=64k conv=fsync status=none
+        done
+        daemon=$(daemon_of a)
+        fusermount3 -u "$T/a"
+        eventually '! kill -0 "$daemon"'  # gone before the store is back: it pushes nothing
+        mv "$T/store.away" "$T/store"
+        (export ICLOUDFS_CRASH_AT=$point; mount_device a) || true  # it may stop before the mount is ready
+        daemon=$(daemon_of a)
+        eventually '! kill -0 "$daemon"'
+        fusermount3 -u "$T/a" 2>/dev/null || umount -l "$T/a" 2>/dev/null || true
+        echo "stopped at $point"
+    done
+    find "$T/store/$CONTAINER" -name '.*.tmp' | grep -q .  # the object left half written
+    mount_device a
+    sync_wait a
+    mount_device b
+    for point in object-half-written pack-written entry-appended; do
+        for i in $(seq 1 30); do cmp "$T/b/$point/f$i" "$T/expected/$point-f$i"; done
+    done
+    # An hour on, the half-written object is abandoned; the unnamed pack is past the grace.
+    find "$T/store/$CONTAINER" -name '.*.tmp' -exec touch -d '2 hours ago' {} +
+    set_policy a --deleted 0s --versions 0s --grace 1s
+    sleep 1.5
+    "$BIN/icloudfs" gc "$T/a" > "$T/out"
+    cat "$T/out"
+    grep -q "^removed [1-9][0-9]* partial write(s) a crash left in the store" "$T/out"
+    assert_eq "$(find "$T/store/$CONTAINER" -name '.*.tmp' | wc -l)" 0
+    "$BIN/icloudfs" status "$T/a" | grep -q "^store: .* 0 B collectable"
+    for point in object-half-written pack-written entry-appended; do
+        for i in $(seq 1 30); do cmp "$T/b/$point/f$i" "$T/expected/$point-f$i"; done
+    done
+}
+
+# A collection stopped (SIGKILL) at each step of a repack, in turn: a new pack written and
+# not named, the entry moving chunks there appended and the old packs not yet deleted, the
+# sweep begun. After each, a new device reads every kept file whole, and the next collection
+# finishes the work (or, after a sweep cut short, says which collection to wait for).
+test_a_collection_stopped_at_each_step_of_a_repack_loses_nothing() {
+    mount_device a
+    echo first > "$T/a/first.txt"
+    sync_wait a
+    mkdir "$T/a/small"
+    for i in $(seq 1 200); do head -c 4000 /dev/urandom > "$T/a/small/f$i"; done
+    sync_wait a
+    for i in $(seq 1 200); do [ $((i % 5)) = 0 ] || rm "$T/a/small/f$i"; done
+    (cd "$T/a/small" && sha256sum f* | sort) > "$T/kept"
+    sync_wait a
+    set_policy a --deleted 0s --versions 0s --grace 1s
+    sleep 1.5
+    local point device=0
+    for point in repack-written repack-appended; do
+        fails env ICLOUDFS_CRASH_AT=$point "$BIN/icloudfs" gc --store "$T/store" "$CONTAINER" > "$T/out-$point" 2>&1
+        device=$((device + 1))
+        mount_device "c$device"
+        (cd "$T/c$device/small" && sha256sum f* | sort) | diff "$T/kept" -
+        fusermount3 -u "$T/c$device"
+        echo "stopped at $point; $(ls "$T/store/$CONTAINER/packs"/* | wc -l) pack file(s) in the store"
+    done
+    sleep 1.5
+    "$BIN/icloudfs" gc --store "$T/store" "$CONTAINER" > "$T/out"
+    cat "$T/out"
+    grep -q "^deleted [0-9]* chunk(s) ([^)]*) and [1-9][0-9]* pack(s)" "$T/out"
+    "$BIN/icloudfs" status "$T/a" | grep -q "^store: .* 0 B collectable"
+    mount_device d
+    (cd "$T/d/small" && sha256sum f* | sort) | diff "$T/kept" -
+    # The sweep cut short after its first deletion: nothing named is gone, and the next
+    # collection waits for the record's deadline, saying so.
+    for i in $(seq 1 200); do [ $((i % 20)) = 0 ] || rm -f "$T/a/small/f$i"; done
+    (cd "$T/a/small" && sha256sum f* | sort) > "$T/kept"
+    sync_wait a
+    sleep 1.5
+    fails env ICLOUDFS_CRASH_AT=sweep-started "$BIN/icloudfs" gc --store "$T/store" "$CONTAINER" > "$T/out-sweep" 2>&1
+    mount_device e
+    (cd "$T/e/small" && sha256sum f* | sort) | diff "$T/kept" -
+    fails "$BIN/icloudfs" gc --store "$T/store" "$CONTAINER" > "$T/out" 2>&1
+    cat "$T/out"
+    grep -q "another collection .* try after it" "$T/out"
+}
