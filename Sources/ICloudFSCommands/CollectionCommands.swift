@@ -16,8 +16,10 @@ struct CollectCommand: AsyncParsableCommand {
             (icloudfs policy). Then it records the chunks it will delete and waits the \
             policy's grace (default 1h) so that every device can see the record before \
             anything goes; a device about to name one of them keeps it. Safe while other \
-            devices work, on directory and S3 stores. Devices run it on their own when none \
-            has for a day (mount option nogc turns that off on one).
+            devices work, on directory and S3 stores. Packs mostly of deleted chunks have \
+            their used chunks packed again first; what writes cut short by a crash left in \
+            a directory store goes after an hour. Devices run it on their own when none has \
+            for a day (mount option nogc turns that off on one).
             """)
 
     @Argument(help: "A mount point of the container, or with --store the container's name.")
