@@ -8,7 +8,7 @@ import Synchronization
 /// there, so that a test can stop it at each step of a pack's upload or a repack in turn
 /// instead of at a random moment. Unset (always, outside tests), reaching a point is one
 /// branch on a constant.
-public enum CrashPoint: String, CaseIterable, Sendable {
+public enum CrashPoint: String, Sendable {
     /// A store object's temporary file is half written (directory store).
     case objectHalfWritten = "object-half-written"
     /// A push's pack is in the store; the journal entry that names it is not.
@@ -19,7 +19,7 @@ public enum CrashPoint: String, CaseIterable, Sendable {
     case repackWritten = "repack-written"
     /// A collection's repack entry is in the store; the old packs are not yet deleted.
     case repackAppended = "repack-appended"
-    /// A collection deleted its first pack or chunk of the sweep, not the rest.
+    /// A collection's sweep deleted its first pack, not the rest.
     case sweepStarted = "sweep-started"
 
     private static let armed: (point: CrashPoint, count: Int)? = {

@@ -245,21 +245,11 @@ public struct DirectoryStore: BlobStore {
         }
     }
 
-    private func removeTemporaries(under relative: String, before: Date, depth: Int = 0) -> Int {
-        let folder = relative.isEmpty ? root : root.appending(relative)
-        guard depth < DirectoryStore.maximumKeyDepth,
-            let entries = try? FileManager.default.contentsOfDirectory(atPath: folder.string)
-        else {
-            return 0
-        }
+    private func removeTemporaries(under relative: String, before: Date) -> Int {
         var removed = 0
-        for entry in entries {
-            let path = folder.appending(entry)
-            var info = stat()
-            guard lstat(path.string, &info) == 0 else { continue }
-            if info.st_mode & S_IFMT == S_IFDIR, !entry.hasPrefix(".") {
-                removed += removeTemporaries(under: relative.isEmpty ? entry : relative + "/" + entry, before: before, depth: depth + 1)
-            } else if info.st_mode & S_IFMT == S_IFREG, entry.hasPrefix("."), entry.hasSuffix(".tmp"),
+        walk(under: relative, includingHidden: true) { path, _, info in
+            let name = path.lastComponent?.string ?? ""
+            if info.st_mode & S_IFMT == S_IFREG, name.hasPrefix("."), name.hasSuffix(".tmp"),
                 Double(info.st_mtim.tv_sec) < before.timeIntervalSince1970, unlink(path.string) == 0
             {
                 removed += 1
@@ -268,25 +258,38 @@ public struct DirectoryStore: BlobStore {
         return removed
     }
 
-    /// Objects below `relative`. Symbolic links are never followed (a link to a parent folder
-    /// would recurse forever) and the walk stops at a depth no key reaches.
-    private func collectObjects(under relative: String, into objects: inout [StoredObject], depth: Int = 0) {
+    /// Objects below `relative`.
+    private func collectObjects(under relative: String, into objects: inout [StoredObject]) {
+        walk(under: relative, includingHidden: false) { _, relativePath, info in
+            guard let key = try? BlobKey(relativePath) else { return }
+            let modified = Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
+            objects.append(StoredObject(key: key, size: UInt64(info.st_size), modified: modified))
+        }
+    }
+
+    /// Calls `visit` with each entry below `relative` that is not a folder: its path, its
+    /// path relative to the root, and its `lstat`. Names starting with `.` are skipped (never
+    /// keys), files among them too unless `includingHidden` (temporary files). Symbolic links
+    /// are never followed (a link to a parent folder would recurse forever) and the walk stops
+    /// at a depth no key reaches.
+    private func walk(
+        under relative: String, includingHidden: Bool, depth: Int = 0, _ visit: (FilePath, String, stat) -> Void
+    ) {
         let folder = relative.isEmpty ? root : root.appending(relative)
         guard depth < DirectoryStore.maximumKeyDepth,
             let entries = try? FileManager.default.contentsOfDirectory(atPath: folder.string)
         else {
             return
         }
-        for entry in entries where !entry.hasPrefix(".") {
+        for entry in entries where includingHidden || !entry.hasPrefix(".") {
             let child = relative.isEmpty ? entry : relative + "/" + entry
+            let path = folder.appending(entry)
             var info = stat()
-            guard lstat(folder.appending(entry).string, &info) == 0 else { continue }
+            guard lstat(path.string, &info) == 0 else { continue }
             if info.st_mode & S_IFMT == S_IFDIR {
-                collectObjects(under: child, into: &objects, depth: depth + 1)
-            } else if let key = try? BlobKey(child) {
-                let modified = Date(
-                    timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
-                objects.append(StoredObject(key: key, size: UInt64(info.st_size), modified: modified))
+                if !entry.hasPrefix(".") { walk(under: child, includingHidden: includingHidden, depth: depth + 1, visit) }
+            } else {
+                visit(path, child, info)
             }
         }
     }
