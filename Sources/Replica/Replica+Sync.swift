@@ -303,7 +303,7 @@ extension Replica {
                 for change in applied.outcome.rewritten { try database.insertPending(change, db) }
             }
             if let landed = applied.landed {
-                try database.deletePending(landed.localIDs, db)
+                if let last = landed.localIDs.max() { try database.deletePending(through: last, db) }
                 try database.setMeta("inFlight", nil, db)
                 if let seq = applied.landedSeq {
                     try database.recordLanded(landed.localIDs, seq: seq, keep: DeviceView.landedKept, db)

@@ -492,6 +492,12 @@ package final class StateDatabase: Sendable {
         for id in ids { try delete.execute(arguments: [id]) }
     }
 
+    /// Deletes the rows of a landed batch: a prefix of the queue, so every row up to its
+    /// last change is the batch's (one statement, not one per change).
+    func deletePending(through lastID: Int64, _ db: Database) throws {
+        try db.cachedStatement(sql: "DELETE FROM pending WHERE local_id <= ?").execute(arguments: [lastID])
+    }
+
     // MARK: content
 
     func loadContent(_ db: Database) throws -> [ItemID: ContentRecord] {

@@ -122,3 +122,48 @@ test_s3_gc_brings_the_store_to_live_data_plus_retained_history() {
     MOUNT_OPTIONS="store=$(s3_url "mount-tests/$(basename "$T")-$$-$RANDOM")"
     test_gc_brings_the_store_to_live_data_plus_retained_history
 }
+
+# A push to S3 stopped (SIGKILL) at each step of a pack, in turn: the pack stored and no
+# entry naming it, then the entry appended and not recorded by the device. The files are
+# written offline (`-o offline`: nothing pushed), so the push starts on the next mount,
+# armed to stop. A new device then reads every file whole, and a collection leaves nothing
+# collectable. (S3 PUTs are whole or absent: no half-written object to leave.)
+test_s3_a_push_stopped_at_each_step_of_a_pack_loses_nothing() {
+    s3_required
+    local store point daemon i
+    store=$(s3_url "mount-tests/$(basename "$T")-$$-$RANDOM")
+    mkdir -p "$T/expected"
+    mount_device a "store=$store"
+    echo first > "$T/a/first.txt"  # entry 1: the files below start a batch of their own
+    sync_wait a
+    fusermount3 -u "$T/a"
+    for point in pack-written entry-appended; do
+        mount_device a "store=$store,offline"
+        mkdir "$T/a/$point"
+        for i in $(seq 1 30); do
+            head -c $((RANDOM % 6000 + 1)) /dev/urandom > "$T/expected/$point-f$i"
+            dd if="$T/expected/$point-f$i" of="$T/a/$point/f$i" bs=64k conv=fsync status=none
+        done
+        daemon=$(daemon_of a)
+        fusermount3 -u "$T/a"
+        eventually '! kill -0 "$daemon"'
+        (export ICLOUDFS_CRASH_AT=$point; mount_device a "store=$store") || true  # it may stop before the mount is ready
+        daemon=$(daemon_of a)
+        eventually '! kill -0 "$daemon"'
+        fusermount3 -u "$T/a" 2>/dev/null || umount -l "$T/a" 2>/dev/null || true
+        echo "stopped at $point"
+    done
+    mount_device a "store=$store"
+    sync_wait a
+    mount_device b "store=$store"
+    for point in pack-written entry-appended; do
+        for i in $(seq 1 30); do cmp "$T/b/$point/f$i" "$T/expected/$point-f$i"; done
+    done
+    set_policy a --deleted 0s --versions 0s --grace 1s
+    sleep 1.5
+    "$BIN/icloudfs" gc "$T/a"
+    "$BIN/icloudfs" status "$T/a" | grep -q "^store: .* 0 B collectable"
+    for point in pack-written entry-appended; do
+        for i in $(seq 1 30); do cmp "$T/b/$point/f$i" "$T/expected/$point-f$i"; done
+    done
+}
