@@ -6,9 +6,9 @@ import Glibc
 
 /// Watches one folder with inotify and yields when a file appears in it (created, linked or
 /// renamed in). A thread blocks in `poll(2)`; it ends when the stream's consumer goes away.
+/// The folder must exist (nil otherwise): making it is the store's, which knows its root.
 enum FolderWatcher {
     static func stream(folder: String) -> AsyncStream<Void>? {
-        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard fd >= 0 else { return nil }
         guard inotify_add_watch(fd, folder, UInt32(IN_CREATE | IN_MOVED_TO)) >= 0 else {

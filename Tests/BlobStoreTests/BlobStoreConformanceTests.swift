@@ -198,6 +198,19 @@ struct DirectoryStoreTests {
         } catch let error as StoreError {
             #expect(error.code == "serverUnavailable")
         }
+        // Nor does watching a folder of it bring the store's folder back.
+        #expect(store.changeNotifications(prefix: "c/journal/") == nil)
         #expect(!FileManager.default.fileExists(atPath: folder.sub("store")))
+    }
+
+    @Test("watching a folder of a directory store makes it below the store's folder, and a new object there wakes the watcher")
+    func watchedFolder() async throws {
+        let folder = TemporaryDirectory("watched")
+        let store = try DirectoryStore(root: FilePath(folder.sub("store")))
+        let changes = try #require(store.changeNotifications(prefix: "c/journal/"))
+        #expect(FileManager.default.fileExists(atPath: folder.sub("store/c/journal")))
+        try await store.putIfAbsent(try BlobKey("c/journal/1"), data: Data("x".utf8))
+        var iterator = changes.makeAsyncIterator()
+        #expect(await iterator.next() != nil)
     }
 }
