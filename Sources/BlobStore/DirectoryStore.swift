@@ -175,11 +175,9 @@ public struct DirectoryStore: BlobStore {
 
     /// inotify on the folder of `prefix`: another process's new journal entry wakes readers
     /// at once (on NFS, where inotify sees only local writes, polling still finds it).
-    /// The folder is made if missing, below the root only (`makeFolders`): with the root
-    /// checked first and then made with its parents, a store moved away between the two came
-    /// back as a new empty store, a device pushed into it, and moving the old one back nested
-    /// it (a flaky `test_kill_shortly_after_close`). No root: no notifications (polling finds
-    /// the store again).
+    /// The folder is made if missing, below the root only (`makeFolders`): made with its
+    /// parents, a root moved away meanwhile would come back as a new empty store that devices
+    /// push into. No root: no notifications (polling finds the store again).
     public func changeNotifications(prefix: String) -> AsyncStream<Void>? {
         let folder = root.appending(prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix)
         guard (try? makeFolders(folder)) != nil else { return nil }

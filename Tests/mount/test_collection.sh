@@ -9,6 +9,25 @@ set_policy() {
     "$BIN/icloudfs" policy "$T/$device" "$@" > /dev/null
 }
 
+# write_fsynced_files DEVICE DIR NAME: 30 random small files in DIR on the device, each
+# acknowledged by fsync, with copies at $T/expected/NAME-fI.
+write_fsynced_files() {
+    local device=$1 dir=$2 name=$3 i
+    mkdir -p "$T/expected" "$T/$device/$dir"
+    for i in $(seq 1 30); do
+        head -c $((RANDOM % 6000 + 1)) /dev/urandom > "$T/expected/$name-f$i"
+        dd if="$T/expected/$name-f$i" of="$T/$device/$dir/f$i" bs=64k conv=fsync status=none
+    done
+}
+
+# unmount_until_gone DEVICE: unmount the device and wait until its daemon has exited.
+unmount_until_gone() {
+    local daemon
+    daemon=$(daemon_of "$1")
+    fusermount3 -u "$T/$1"
+    eventually '! kill -0 "$daemon"'
+}
+
 # tree_sums DEVICE: "sha256  path" of every file on the device, sorted.
 tree_sums() { (cd "$T/$1" && find . -type f -exec sha256sum {} + | sort); }
 
@@ -322,14 +341,8 @@ test_a_push_stopped_at_each_step_of_a_pack_loses_nothing() {
         # Written while the store is away, so that the push starts after the mount below.
         mount_device a
         mv "$T/store" "$T/store.away"
-        mkdir "$T/a/$point"
-        for i in $(seq 1 30); do
-            head -c $((RANDOM % 6000 + 1)) /dev/urandom > "$T/expected/$point-f$i"
-            dd if="$T/expected/$point-f$i" of="$T/a/$point/f$i" bs=64k conv=fsync status=none
-        done
-        daemon=$(daemon_of a)
-        fusermount3 -u "$T/a"
-        eventually '! kill -0 "$daemon"'  # gone before the store is back: it pushes nothing
+        write_fsynced_files a "$point" "$point"
+        unmount_until_gone a  # gone before the store is back: it pushes nothing
         mv "$T/store.away" "$T/store"
         (export ICLOUDFS_CRASH_AT=$point; mount_device a) || true  # it may stop before the mount is ready
         daemon=$(daemon_of a)

@@ -139,14 +139,8 @@ test_s3_a_push_stopped_at_each_step_of_a_pack_loses_nothing() {
     fusermount3 -u "$T/a"
     for point in pack-written entry-appended; do
         mount_device a "store=$store,offline"
-        mkdir "$T/a/$point"
-        for i in $(seq 1 30); do
-            head -c $((RANDOM % 6000 + 1)) /dev/urandom > "$T/expected/$point-f$i"
-            dd if="$T/expected/$point-f$i" of="$T/a/$point/f$i" bs=64k conv=fsync status=none
-        done
-        daemon=$(daemon_of a)
-        fusermount3 -u "$T/a"
-        eventually '! kill -0 "$daemon"'
+        write_fsynced_files a "$point" "$point"
+        unmount_until_gone a
         (export ICLOUDFS_CRASH_AT=$point; mount_device a "store=$store") || true  # it may stop before the mount is ready
         daemon=$(daemon_of a)
         eventually '! kill -0 "$daemon"'
