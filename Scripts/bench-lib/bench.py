@@ -418,6 +418,32 @@ class KernelLayerFloor(FuseFloor):
         return [self.binary, "null-mount", self.root]
 
 
+class KernelLayerKeeping(KernelLayerFloor):
+    """`icloudfs-bench null-mount --log` / `--file-per-item`: the null filesystem on icloudfs's
+    kernel layer, keeping written bytes in one log file, or in an ext4 file per created file.
+    What W3 takes on each bounds a design that keeps small files' bytes in that shape, with no
+    other work per file. Reported, not a goal."""
+
+    def __init__(self, work, bin, shape):
+        super().__init__(work, bin)
+        self.name = f"kernel_layer_{shape.replace('-', '_')}"
+        self.shape = shape
+        self.kept = work / f"kept-{shape}"
+
+    def start(self, fresh=True):
+        shutil.rmtree(self.kept, ignore_errors=True)
+        self.kept.mkdir(parents=True)
+        super().start(fresh)
+
+    def stop(self):
+        super().stop()
+        shutil.rmtree(self.kept, ignore_errors=True)
+
+    def command(self):
+        kept = self.kept / "log" if self.shape == "log" else self.kept
+        return [self.binary, "null-mount", self.root, f"--{self.shape}", kept]
+
+
 # Where find_passthrough_hp looks in DIR/cache: a libfuse build made there by hand, once.
 PASSTHROUGH_HP_IN_CACHE = "libfuse-*/build/example/passthrough_hp"
 
@@ -1515,6 +1541,16 @@ class Bench:
                     floor.stop()
             log(f"  {floor.name}: " + ", ".join(f"{key} {median(self.samples[key][floor.name]):.1f}"
                                               for key in ("W3", "W7", "W13") if floor.name in self.samples.get(key, {})))
+        if self.wants("W3"):
+            for shape in ("log", "file-per-item"):
+                floor = KernelLayerKeeping(self.work, self.bin, shape)
+                self.targets.append(floor)
+                for rep in range(self.reps):
+                    floor.start()
+                    seconds = self.creates(floor.root / "w3", floor)
+                    floor.stop()
+                    self.add("W3", floor.name, self.sizes["W3_files"] / seconds)
+                log(f"  {floor.name}: W3 {median(self.samples['W3'][floor.name]):.1f}")
 
     # -------------------------------------------------------------- driver
 
@@ -1808,6 +1844,10 @@ def write_outputs(bench, interrupted=False, partial=False):
         kernel_layer = median(bench.samples.get(key, {}).get("kernel_layer", []))
         if kernel_layer is not None:
             entry["kernel_layer"] = kernel_layer
+        for shape in ("log", "file_per_item"):
+            kept = median(bench.samples.get(key, {}).get(f"kernel_layer_{shape}", []))
+            if kept is not None:
+                entry[f"kernel_layer_{shape}"] = kept
         beside = median(bench.samples.get(key, {}).get("native_beside", []))
         if beside is not None:
             entry["native_beside"] = beside
@@ -1902,6 +1942,15 @@ def markdown(result):
             "The same null filesystem on icloudfs's own kernel layer (`icloudfs-bench null-mount`): "
             + ", ".join(f"{key} {value} {unit}" for key, value, unit in layers)
             + ". The rest of icloudfs's time is the replica's.",
+            "",
+        ]
+    w3 = result["workloads"].get("W3", {})
+    if "kernel_layer_log" in w3 and "kernel_layer_file_per_item" in w3:
+        lines += [
+            "Keeping the bytes, on the same null filesystem: W3 "
+            f"{fmt(w3['kernel_layer_log'], w3['unit'])} {w3['unit']} with every write appended to one log file, "
+            f"{fmt(w3['kernel_layer_file_per_item'], w3['unit'])} with an ext4 file made per created file "
+            "(what any design with a cache file per new file pays, with no other work).",
             "",
         ]
     besides = [(key, fmt(w["native_beside"], w["unit"]), w["unit"])

@@ -6,7 +6,17 @@ import Synchronization
 /// filesystem that does as little as one can, as `Scripts/bench-lib/nullfs.c` does on
 /// libfuse: names and sizes in memory, written bytes dropped. What W3 and W7 cost on it is
 /// what our kernel layer costs; the rest of icloudfs's time is the replica's.
+///
+/// `keeping` bounds a design's cost of keeping written bytes at all: `.log` appends every
+/// write to one file (a staging log), `.filePerItem` makes an ext4 file per created file and
+/// writes into it (a cache file per item, as `passthrough_hp` does).
 final class NullFileSystem: KernelFileSystem {
+    enum Keeping {
+        case nothing
+        case log(path: String)
+        case filePerItem(folder: String)
+    }
+
     private struct Node {
         var mode: UInt32
         var size: Int
@@ -19,6 +29,21 @@ final class NullFileSystem: KernelFileSystem {
     }
 
     private let names = Mutex(Names())
+    private let keeping: Keeping
+    /// `.log`: the log's descriptor and where the next write goes.
+    private let log: Mutex<(fd: Int32, end: Int)>
+    /// `.filePerItem`: each created file's descriptor, by node.
+    private let itemFiles = Mutex<[UInt64: Int32]>([:])
+
+    init(keeping: Keeping) throws {
+        self.keeping = keeping
+        var fd: Int32 = -1
+        if case .log(let path) = keeping {
+            fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw NullMountError.cannotOpen(path, errno) }
+        }
+        log = Mutex((fd, 0))
+    }
 
     func connect(_ offered: KernelInit) -> ConnectionSettings {
         var settings = ConnectionSettings()
@@ -46,6 +71,11 @@ final class NullFileSystem: KernelFileSystem {
             request.entry(entry(node, info))
         case .create(let parent, let name, let mode, _, _):
             let (node, info) = add(parent, name, S_IFREG | (mode & 0o7777))
+            if case .filePerItem(let folder) = keeping {
+                let fd = open("\(folder)/\(node)", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+                guard fd >= 0 else { return request.error(errno) }
+                itemFiles.withLock { $0[node] = fd }
+            }
             request.created(entry(node, info), OpenReply(handle: node))
         case .open(let node, _, _):
             request.opened(OpenReply(handle: node))
@@ -55,10 +85,14 @@ final class NullFileSystem: KernelFileSystem {
                 info.size = max(info.size, Int(offset) + bytes.count)
                 names.nodes[node] = info
             }
+            guard keep(bytes, of: node, at: offset) else { return request.error(EIO) }
             request.written(bytes.count)
         case .read:
             request.reply(bytes: [])
-        case .flush, .release, .releasedir, .fsync, .fsyncdir:
+        case .release(let node, _):
+            if let fd = itemFiles.withLock({ $0.removeValue(forKey: node) }) { close(fd) }
+            request.ok()
+        case .flush, .releasedir, .fsync, .fsyncdir:
             request.ok()
         case .opendir(let node, _):
             request.opened(OpenReply(handle: node))
@@ -66,6 +100,23 @@ final class NullFileSystem: KernelFileSystem {
             request.error(ENODATA)
         default:
             request.error(ENOSYS)
+        }
+    }
+
+    /// Keeps written bytes as `keeping` says; false if the write failed.
+    private func keep(_ bytes: UnsafeRawBufferPointer, of node: UInt64, at offset: UInt64) -> Bool {
+        switch keeping {
+        case .nothing:
+            return true
+        case .log:
+            return log.withLock { log in
+                guard pwrite(log.fd, bytes.baseAddress, bytes.count, off_t(log.end)) == bytes.count else { return false }
+                log.end += bytes.count
+                return true
+            }
+        case .filePerItem:
+            guard let fd = itemFiles.withLock({ $0[node] }) else { return true }
+            return pwrite(fd, bytes.baseAddress, bytes.count, off_t(offset)) == bytes.count
         }
     }
 
@@ -95,9 +146,19 @@ final class NullFileSystem: KernelFileSystem {
     }
 }
 
+enum NullMountError: Error, CustomStringConvertible {
+    case cannotOpen(String, Int32)
+
+    var description: String {
+        switch self {
+        case .cannotOpen(let path, let code): "cannot open \(path): \(String(cString: strerror(code)))"
+        }
+    }
+}
+
 /// Mounts a `NullFileSystem` at `mountPoint` and serves it until it is unmounted.
-func nullMount(at mountPoint: String) throws {
+func nullMount(at mountPoint: String, keeping: NullFileSystem.Keeping) throws {
     let session = try KernelSession(
-        fileSystem: NullFileSystem(), mountPoint: mountPoint, options: KernelMountOptions(source: "null"))
+        fileSystem: try NullFileSystem(keeping: keeping), mountPoint: mountPoint, options: KernelMountOptions(source: "null"))
     session.run()
 }

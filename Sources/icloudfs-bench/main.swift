@@ -10,9 +10,11 @@
 //       operations (--per-entry), and a snapshot at the last entry, as a device writes them.
 //       --big-folder N: the first folder, `big`, holds N files instead (counted in ITEMS).
 //       Prints a JSON object naming a file to stat once the container is mounted.
-//   icloudfs-bench null-mount MOUNTPOINT
+//   icloudfs-bench null-mount MOUNTPOINT [--log FILE | --file-per-item FOLDER]
 //       Serves a null filesystem (names in memory, bytes dropped) on icloudfs's own kernel
-//       layer until it is unmounted: the kernel layer's share of W3 and W7.
+//       layer until it is unmounted: the kernel layer's share of W3 and W7. --log FILE keeps
+//       every write in one file, --file-per-item FOLDER in a file per created file: what
+//       keeping the bytes costs in either shape.
 import BlobStore
 import ContainerFormat
 import Foundation
@@ -263,14 +265,20 @@ case "make-container":
         fail("make-container: \(error)")
     }
 case "null-mount":
-    guard arguments.count == 2 else { fail("usage: icloudfs-bench null-mount MOUNTPOINT") }
+    let keeping: NullFileSystem.Keeping
+    switch arguments.count == 4 ? arguments[2] : nil {
+    case "--log"?: keeping = .log(path: arguments[3])
+    case "--file-per-item"?: keeping = .filePerItem(folder: arguments[3])
+    case nil where arguments.count == 2: keeping = .nothing
+    default: fail("usage: icloudfs-bench null-mount MOUNTPOINT [--log FILE | --file-per-item FOLDER]")
+    }
     do {
-        try nullMount(at: arguments[1])
+        try nullMount(at: arguments[1], keeping: keeping)
     } catch {
         fail("null-mount: \(error)")
     }
 default:
     fail(
         "usage: icloudfs-bench micro [--quick] | make-container STORE CONTAINER ITEMS [--per-entry N] [--big-folder N]"
-            + " | null-mount MOUNTPOINT")
+            + " | null-mount MOUNTPOINT [--log FILE | --file-per-item FOLDER]")
 }
