@@ -419,8 +419,9 @@ class KernelLayerFloor(FuseFloor):
 
 
 class KernelLayerKeeping(KernelLayerFloor):
-    """`icloudfs-bench null-mount --log` / `--file-per-item`: the null filesystem on icloudfs's
-    kernel layer, keeping written bytes in one log file, or in an ext4 file per created file.
+    """`icloudfs-bench null-mount --log` / `--file-per-item` / `--passthrough-file-per-item`:
+    the null filesystem on icloudfs's kernel layer, keeping written bytes in one log file, in
+    an ext4 file per created file, or in such a file the kernel writes (FUSE passthrough).
     What W3 takes on each bounds a design that keeps small files' bytes in that shape, with no
     other work per file. Reported, not a goal."""
 
@@ -442,6 +443,10 @@ class KernelLayerKeeping(KernelLayerFloor):
     def command(self):
         kept = self.kept / "log" if self.shape == "log" else self.kept
         return [self.binary, "null-mount", self.root, f"--{self.shape}", kept]
+
+
+# The shapes of keeping small files' bytes that W3 is run on beside the null filesystem.
+KEEPING_SHAPES = ("log", "file-per-item", "passthrough-file-per-item")
 
 
 # Where find_passthrough_hp looks in DIR/cache: a libfuse build made there by hand, once.
@@ -1542,7 +1547,7 @@ class Bench:
             log(f"  {floor.name}: " + ", ".join(f"{key} {median(self.samples[key][floor.name]):.1f}"
                                               for key in ("W3", "W7", "W13") if floor.name in self.samples.get(key, {})))
         if self.wants("W3"):
-            for shape in ("log", "file-per-item"):
+            for shape in KEEPING_SHAPES:
                 floor = KernelLayerKeeping(self.work, self.bin, shape)
                 self.targets.append(floor)
                 for rep in range(self.reps):
@@ -1844,10 +1849,11 @@ def write_outputs(bench, interrupted=False, partial=False):
         kernel_layer = median(bench.samples.get(key, {}).get("kernel_layer", []))
         if kernel_layer is not None:
             entry["kernel_layer"] = kernel_layer
-        for shape in ("log", "file_per_item"):
-            kept = median(bench.samples.get(key, {}).get(f"kernel_layer_{shape}", []))
+        for shape in KEEPING_SHAPES:
+            name = f"kernel_layer_{shape.replace('-', '_')}"
+            kept = median(bench.samples.get(key, {}).get(name, []))
             if kept is not None:
-                entry[f"kernel_layer_{shape}"] = kept
+                entry[name] = kept
         beside = median(bench.samples.get(key, {}).get("native_beside", []))
         if beside is not None:
             entry["native_beside"] = beside
@@ -1945,12 +1951,14 @@ def markdown(result):
             "",
         ]
     w3 = result["workloads"].get("W3", {})
-    if "kernel_layer_log" in w3 and "kernel_layer_file_per_item" in w3:
+    if all(f"kernel_layer_{shape.replace('-', '_')}" in w3 for shape in KEEPING_SHAPES):
+        def kept(shape):
+            return f"{fmt(w3[f'kernel_layer_{shape}'], w3['unit'])} {w3['unit']}"
         lines += [
-            "Keeping the bytes, on the same null filesystem: W3 "
-            f"{fmt(w3['kernel_layer_log'], w3['unit'])} {w3['unit']} with every write appended to one log file, "
-            f"{fmt(w3['kernel_layer_file_per_item'], w3['unit'])} with an ext4 file made per created file "
-            "(what any design with a cache file per new file pays, with no other work).",
+            f"Keeping the bytes, on the same null filesystem: W3 {kept('log')} with every write appended to "
+            f"one log file, {kept('file_per_item')} with an ext4 file made per created file, "
+            f"{kept('passthrough_file_per_item')} with that file written by the kernel (FUSE passthrough): what "
+            "a design keeping new files' bytes in that shape pays at least, with no other work per file.",
             "",
         ]
     besides = [(key, fmt(w["native_beside"], w["unit"]), w["unit"])

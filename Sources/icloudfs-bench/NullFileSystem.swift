@@ -9,12 +9,14 @@ import Synchronization
 ///
 /// `keeping` bounds a design's cost of keeping written bytes at all: `.log` appends every
 /// write to one file (a staging log), `.filePerItem` makes an ext4 file per created file and
-/// writes into it (a cache file per item, as `passthrough_hp` does).
+/// writes into it (a cache file per item), `.passthroughFilePerItem` too, and has the kernel
+/// write into it (FUSE passthrough, as `passthrough_hp` and icloudfs do).
 final class NullFileSystem: KernelFileSystem {
     enum Keeping {
         case nothing
         case log(path: String)
         case filePerItem(folder: String)
+        case passthroughFilePerItem(folder: String)
     }
 
     private struct Node {
@@ -34,6 +36,10 @@ final class NullFileSystem: KernelFileSystem {
     private let log: Mutex<(fd: Int32, end: Int)>
     /// `.filePerItem`: each created file's descriptor, by node.
     private let itemFiles = Mutex<[UInt64: Int32]>([:])
+    /// `.passthroughFilePerItem`: the connection backing files are registered on, and each
+    /// created file's descriptor and backing id, by node.
+    private let channel = Mutex<KernelChannel?>(nil)
+    private let backingFiles = Mutex<[UInt64: (fd: Int32, id: Int32)]>([:])
 
     init(keeping: Keeping) throws {
         self.keeping = keeping
@@ -45,10 +51,15 @@ final class NullFileSystem: KernelFileSystem {
         log = Mutex((fd, 0))
     }
 
+    func attach(_ channel: KernelChannel) {
+        self.channel.withLock { $0 = channel }
+    }
+
     func connect(_ offered: KernelInit) -> ConnectionSettings {
         var settings = ConnectionSettings()
         // As FuseFileSystem asks (the kernel then asks `security.capability` once per file).
         settings.capabilities = [.asyncRead, .atomicTruncate, .bigWrites, .parallelDirectoryOperations, .handleKillPrivilegesV2]
+        if case .passthroughFilePerItem = keeping { settings.capabilities.insert(.passthrough) }
         return settings
     }
 
@@ -71,10 +82,22 @@ final class NullFileSystem: KernelFileSystem {
             request.entry(entry(node, info))
         case .create(let parent, let name, let mode, _, _):
             let (node, info) = add(parent, name, S_IFREG | (mode & 0o7777))
-            if case .filePerItem(let folder) = keeping {
+            switch keeping {
+            case .filePerItem(let folder):
                 let fd = open("\(folder)/\(node)", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
                 guard fd >= 0 else { return request.error(errno) }
                 itemFiles.withLock { $0[node] = fd }
+            case .passthroughFilePerItem(let folder):
+                let fd = open("\(folder)/\(node)", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+                guard fd >= 0 else { return request.error(errno) }
+                guard let channel = channel.withLock({ $0 }), case .success(let id) = channel.openBacking(fd) else {
+                    close(fd)
+                    return request.error(EIO)
+                }
+                backingFiles.withLock { $0[node] = (fd, id) }
+                return request.created(entry(node, info), OpenReply(handle: node, flags: .passthrough, backingID: id))
+            case .nothing, .log:
+                break
             }
             request.created(entry(node, info), OpenReply(handle: node))
         case .open(let node, _, _):
@@ -90,8 +113,12 @@ final class NullFileSystem: KernelFileSystem {
         case .read:
             request.reply(bytes: [])
         case .release(let node, _):
-            if let fd = itemFiles.withLock({ $0.removeValue(forKey: node) }) { close(fd) }
             request.ok()
+            if let fd = itemFiles.withLock({ $0.removeValue(forKey: node) }) { close(fd) }
+            if let (fd, id) = backingFiles.withLock({ $0.removeValue(forKey: node) }) {
+                channel.withLock { $0 }?.closeBacking(id)
+                close(fd)
+            }
         case .flush, .releasedir, .fsync, .fsyncdir:
             request.ok()
         case .opendir(let node, _):
@@ -114,7 +141,7 @@ final class NullFileSystem: KernelFileSystem {
                 log.end += bytes.count
                 return true
             }
-        case .filePerItem:
+        case .filePerItem, .passthroughFilePerItem:  // the second's writes never come here
             guard let fd = itemFiles.withLock({ $0[node] }) else { return true }
             return pwrite(fd, bytes.baseAddress, bytes.count, off_t(offset)) == bytes.count
         }
@@ -158,7 +185,9 @@ enum NullMountError: Error, CustomStringConvertible {
 
 /// Mounts a `NullFileSystem` at `mountPoint` and serves it until it is unmounted.
 func nullMount(at mountPoint: String, keeping: NullFileSystem.Keeping) throws {
+    let fileSystem = try NullFileSystem(keeping: keeping)
     let session = try KernelSession(
-        fileSystem: try NullFileSystem(keeping: keeping), mountPoint: mountPoint, options: KernelMountOptions(source: "null"))
+        fileSystem: fileSystem, mountPoint: mountPoint, options: KernelMountOptions(source: "null"))
+    fileSystem.attach(session.channel)
     session.run()
 }

@@ -10,11 +10,12 @@
 //       operations (--per-entry), and a snapshot at the last entry, as a device writes them.
 //       --big-folder N: the first folder, `big`, holds N files instead (counted in ITEMS).
 //       Prints a JSON object naming a file to stat once the container is mounted.
-//   icloudfs-bench null-mount MOUNTPOINT [--log FILE | --file-per-item FOLDER]
+//   icloudfs-bench null-mount MOUNTPOINT [--log FILE | --file-per-item FOLDER | --passthrough-file-per-item FOLDER]
 //       Serves a null filesystem (names in memory, bytes dropped) on icloudfs's own kernel
 //       layer until it is unmounted: the kernel layer's share of W3 and W7. --log FILE keeps
-//       every write in one file, --file-per-item FOLDER in a file per created file: what
-//       keeping the bytes costs in either shape.
+//       every write in one file, --file-per-item FOLDER in a file per created file, and
+//       --passthrough-file-per-item FOLDER has the kernel write that file (FUSE passthrough):
+//       what keeping the bytes costs in each shape.
 import BlobStore
 import ContainerFormat
 import Foundation
@@ -269,8 +270,9 @@ case "null-mount":
     switch arguments.count == 4 ? arguments[2] : nil {
     case "--log"?: keeping = .log(path: arguments[3])
     case "--file-per-item"?: keeping = .filePerItem(folder: arguments[3])
+    case "--passthrough-file-per-item"?: keeping = .passthroughFilePerItem(folder: arguments[3])
     case nil where arguments.count == 2: keeping = .nothing
-    default: fail("usage: icloudfs-bench null-mount MOUNTPOINT [--log FILE | --file-per-item FOLDER]")
+    default: fail("usage: icloudfs-bench null-mount MOUNTPOINT [--log FILE | --file-per-item FOLDER | --passthrough-file-per-item FOLDER]")
     }
     do {
         try nullMount(at: arguments[1], keeping: keeping)
@@ -280,5 +282,5 @@ case "null-mount":
 default:
     fail(
         "usage: icloudfs-bench micro [--quick] | make-container STORE CONTAINER ITEMS [--per-entry N] [--big-folder N]"
-            + " | null-mount MOUNTPOINT [--log FILE | --file-per-item FOLDER]")
+            + " | null-mount MOUNTPOINT [--log FILE | --file-per-item FOLDER | --passthrough-file-per-item FOLDER]")
 }
