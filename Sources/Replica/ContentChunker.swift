@@ -63,6 +63,33 @@ struct ContentChunker {
         }
         return (pieces, reader.work)
     }
+
+    /// The chunks of bytes held in memory (a new small file at its close): cut and hashed as
+    /// `chunks(of:)` cuts the same bytes in a file, without a file. Each piece keeps its bytes
+    /// (a run of zeros none: it is made anew for upload).
+    func pieces(of data: Data) -> [Piece] {
+        data.withUnsafeBytes { raw in
+            var pieces: [Piece] = []
+            var start = 0
+            while start < raw.count {
+                let rest = UnsafeRawBufferPointer(rebasing: raw[start...])
+                let length = chunker.chunkLength(in: rest, isFinal: true)!
+                // As `Reader.chunk`: a chunk that starts with a run of zeros is that run.
+                let checked = min(rest.count, chunker.parameters.maximumSize, chunker.parameters.zeroRunSize)
+                if Chunker.leadingZeros(in: rest, end: checked) == checked {
+                    let ref = ChunkRef(hash: chunker.zeroChunkHash(length), size: UInt32(length))
+                    pieces.append(Piece(offset: UInt64(start), ref: ref, isZeros: true))
+                } else {
+                    let bytes = UnsafeRawBufferPointer(rebasing: rest[..<length])
+                    let ref = ChunkRef(hash: ChunkHash(of: bytes), size: UInt32(length))
+                    // A file of one chunk (most small files) shares the caller's bytes.
+                    pieces.append(Piece(offset: UInt64(start), ref: ref, bytes: length == raw.count ? data : Data(bytes)))
+                }
+                start += length
+            }
+            return pieces
+        }
+    }
 }
 
 /// The old chunks with their offsets, and which of them the changes since left intact.

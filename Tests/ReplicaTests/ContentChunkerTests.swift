@@ -116,6 +116,34 @@ struct ContentChunkerTests {
     }
 
     /// Runs `body` with a new empty file open for reading and writing.
+    @Test("bytes in memory are cut into the chunks the same bytes in a file are, zero runs and all")
+    func memoryEqualsFile() throws {
+        let seed = UInt64.random(in: 0..<1_000_000)
+        print("memoryEqualsFile seed \(seed)")
+        var random = SeededRandom(seed: seed)
+        let chunker = ContentChunker(chunker: small)
+        for round in 0..<200 {
+            // Data and runs of zeros of every length around the chunker's sizes.
+            var data = Data()
+            for _ in 0..<Int.random(in: 0...6, using: &random) {
+                let count = [1, 100, 2047, 2048, 4096, 8192, 32768, 40000][Int.random(in: 0..<8, using: &random)]
+                data += Bool.random(using: &random) ? random.data(count: count) : Data(count: count)
+            }
+            try withScratchFile { fd in
+                try FileIO.writeAll(fd, data, offset: 0)
+                let fromFile = try chunker.chunks(of: fd, size: UInt64(data.count)).pieces
+                let fromMemory = chunker.pieces(of: data)
+                #expect(fromMemory.map(\.offset) == fromFile.map(\.offset), "round \(round)")
+                #expect(fromMemory.map(\.ref) == fromFile.map(\.ref), "round \(round)")
+                #expect(fromMemory.map(\.isZeros) == fromFile.map(\.isZeros), "round \(round)")
+                for piece in fromMemory where !piece.isZeros {
+                    let range = Int(piece.offset)..<Int(piece.offset) + Int(piece.ref.size)
+                    #expect(piece.bytes == data.subdata(in: range), "round \(round)")
+                }
+            }
+        }
+    }
+
     private func withScratchFile(_ body: (FileDescriptor) throws -> Void) throws {
         let folder = TemporaryDirectory("chunker")
         defer { folder.remove() }

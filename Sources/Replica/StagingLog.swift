@@ -1,0 +1,189 @@
+import Foundation
+import Synchronization
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where the bytes of new small files rest once closed, instead of a cache file each
+/// (docs/ARCHITECTURE.md, "The path of a small file"): appended back to back to segment files
+/// in the cache's `staging` folder, read back by their location, and a segment removed once
+/// no location in it is held. Making an ext4 file per small file bounds a burst of creates
+/// below the goal with no other work at all (Scripts/bench, "Keeping the bytes"); one append
+/// to a file already open does not.
+///
+/// Who holds a location (a content record) says so: `append` hands one back held, `hold`
+/// takes one again at a start, `letGo` drops it. A location is read only while held.
+/// Segments written before a restart are never appended to again: their end may be torn.
+final class StagingLog: Sendable {
+    struct Location: Hashable, Sendable {
+        var segment: UInt32
+        var offset: UInt64
+        var size: UInt32
+    }
+
+    /// A segment is closed for appends once it would pass this size.
+    let segmentSize: UInt64
+    let folder: String
+
+    private struct Segment {
+        var fd: Int32
+        var held = 0
+    }
+
+    private struct State {
+        var segments: [UInt32: Segment] = [:]
+        /// The segment appends go to, and where the next one lands in it.
+        var appending: (segment: UInt32, end: UInt64)?
+        var nextSegment: UInt32
+    }
+
+    private let state: Mutex<State>
+
+    init(folder: String, segmentSize: UInt64 = 64 << 20) throws {
+        self.folder = folder
+        self.segmentSize = segmentSize
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let existing = try FileManager.default.contentsOfDirectory(atPath: folder).compactMap(StagingLog.segmentNumber)
+        state = Mutex(State(nextSegment: (existing.max() ?? 0) + 1))
+    }
+
+    deinit {
+        state.withLock { state in
+            for segment in state.segments.values { close(segment.fd) }
+        }
+    }
+
+    /// Appends `bytes` as one piece; the location comes back held.
+    func append(_ bytes: Data) throws -> Location {
+        let (location, fd) = try state.withLock { state throws -> (Location, Int32) in
+            if let appending = state.appending, appending.end > 0, appending.end + UInt64(bytes.count) > segmentSize {
+                state.appending = nil
+                removeIfUnheld(appending.segment, &state)
+            }
+            if state.appending == nil {
+                let number = state.nextSegment
+                let fd = open(path(of: number), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+                guard fd >= 0 else { throw Errno(rawValue: errno) }
+                state.nextSegment += 1
+                state.segments[number] = Segment(fd: fd)
+                state.appending = (number, 0)
+            }
+            let segment = state.appending!.segment
+            let location = Location(segment: segment, offset: state.appending!.end, size: UInt32(bytes.count))
+            state.appending!.end += UInt64(bytes.count)
+            state.segments[segment]!.held += 1
+            return (location, state.segments[segment]!.fd)
+        }
+        // Outside the lock: appends to distinct places of one file need no order.
+        do {
+            try bytes.withUnsafeBytes { raw in
+                try StagingLog.writeAll(fd, raw, at: location.offset)
+            }
+        } catch {
+            letGo(location)
+            throw error
+        }
+        return location
+    }
+
+    /// The bytes at a held location.
+    func read(_ location: Location) throws -> Data {
+        guard let fd = try descriptor(of: location.segment) else { throw Errno.noSuchFileOrDirectory }
+        var data = Data(count: Int(location.size))
+        let count = data.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(location.offset)) }
+        guard count >= 0 else { throw Errno(rawValue: errno) }
+        guard count == Int(location.size) else { throw Errno.ioError }  // cut short: the log was truncated
+        return data
+    }
+
+    /// Makes the bytes at a held location survive a power loss.
+    func sync(_ location: Location) throws {
+        guard let fd = try descriptor(of: location.segment) else { throw Errno.noSuchFileOrDirectory }
+        guard fsync(fd) == 0 else { throw Errno(rawValue: errno) }
+    }
+
+    /// Holds a location found in a record at a start (`removeUnheld` follows).
+    func hold(_ location: Location) {
+        state.withLock { state in
+            if state.segments[location.segment] == nil { state.segments[location.segment] = Segment(fd: -1) }
+            state.segments[location.segment]!.held += 1
+        }
+    }
+
+    /// Drops a hold; a segment no longer appended to goes with its last.
+    func letGo(_ location: Location) {
+        state.withLock { state in
+            guard state.segments[location.segment] != nil else { return }
+            state.segments[location.segment]!.held -= 1
+            removeIfUnheld(location.segment, &state)
+        }
+    }
+
+    /// At a start, once every record's location is held: removes the segments none holds
+    /// (written before a crash by files whose records were never saved).
+    func removeUnheld() throws {
+        let held = state.withLock { Set($0.segments.filter { $0.value.held > 0 }.keys) }
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder) {
+            guard let number = StagingLog.segmentNumber(name), !held.contains(number) else { continue }
+            state.withLock { state in
+                if state.appending?.segment != number { forget(number, &state) }
+            }
+        }
+    }
+
+    /// Bytes of all segments on disk (held or not yet removed).
+    func bytesOnDisk() -> UInt64 {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+        return names.filter { StagingLog.segmentNumber($0) != nil }.reduce(0) { total, name in
+            var info = stat()
+            return stat("\(folder)/\(name)", &info) == 0 ? total + UInt64(info.st_size) : total
+        }
+    }
+
+    // MARK: - Internals
+
+    private func path(of segment: UInt32) -> String {
+        "\(folder)/\(String(format: "%08u", segment)).log"
+    }
+
+    private static func segmentNumber(_ name: String) -> UInt32? {
+        guard name.hasSuffix(".log"), name.count == 12 else { return nil }
+        return UInt32(name.prefix(8))
+    }
+
+    /// The segment's descriptor, opened on first use after a start; nil if it is gone.
+    private func descriptor(of segment: UInt32) throws -> Int32? {
+        try state.withLock { state throws -> Int32? in
+            guard let known = state.segments[segment] else { return nil }
+            if known.fd >= 0 { return known.fd }
+            let fd = open(path(of: segment), O_RDWR | O_CLOEXEC)
+            guard fd >= 0 else { throw Errno(rawValue: errno) }
+            state.segments[segment]!.fd = fd
+            return fd
+        }
+    }
+
+    private func removeIfUnheld(_ segment: UInt32, _ state: inout State) {
+        guard let known = state.segments[segment], known.held <= 0, state.appending?.segment != segment else { return }
+        forget(segment, &state)
+    }
+
+    private func forget(_ segment: UInt32, _ state: inout State) {
+        if let known = state.segments.removeValue(forKey: segment), known.fd >= 0 { close(known.fd) }
+        unlink(path(of: segment))
+    }
+
+    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
+        var done = 0
+        while done < bytes.count {
+            let wrote = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            if wrote < 0 {
+                if errno == EINTR { continue }
+                throw Errno(rawValue: errno)
+            }
+            done += wrote
+        }
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+@testable import Replica
+import Testing
+
+/// The staging log (`StagingLog`): small files' bytes back to back in segment files, read
+/// back by location, a segment removed with its last hold and never appended to after a start.
+struct StagingLogTests {
+    private func withFolder(_ body: (String) throws -> Void) throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("staging-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try body(folder)
+    }
+
+    private func segments(in folder: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: folder).sorted()
+    }
+
+    @Test("appends lie back to back in one segment and read back whole")
+    func appendsReadBack() throws {
+        try withFolder { folder in
+            let log = try StagingLog(folder: folder)
+            let pieces = (0..<50).map { Data((0..<($0 * 97 + 1)).map { UInt8(truncatingIfNeeded: $0 &* 31) }) }
+            let locations = try pieces.map { try log.append($0) }
+            var end: UInt64 = 0
+            for (piece, location) in zip(pieces, locations) {
+                #expect(location.segment == locations[0].segment)
+                #expect(location.offset == end)
+                end += UInt64(piece.count)
+                #expect(try log.read(location) == piece)
+            }
+            #expect(try segments(in: folder).count == 1)
+            #expect(log.bytesOnDisk() == end)
+        }
+    }
+
+    @Test("a full segment is closed for appends and removed with its last hold")
+    func segmentsRotateAndGo() throws {
+        try withFolder { folder in
+            let log = try StagingLog(folder: folder, segmentSize: 10_000)
+            let piece = Data(repeating: 7, count: 4_000)
+            let first = try (0..<2).map { _ in try log.append(piece) }
+            let third = try log.append(piece)  // would pass 10,000: a new segment
+            #expect(third.segment == first[0].segment + 1)
+            #expect(third.offset == 0)
+            #expect(try segments(in: folder).count == 2)
+            log.letGo(first[0])
+            #expect(try segments(in: folder).count == 2, "a segment went while a location in it was held")
+            #expect(try log.read(first[1]) == piece)
+            log.letGo(first[1])
+            #expect(try segments(in: folder).count == 1, "a segment nobody holds stayed")
+            log.letGo(third)
+            #expect(try segments(in: folder).count == 1, "the segment appends go to was removed")
+            #expect(try log.read(try log.append(piece)) == piece)
+        }
+    }
+
+    @Test("after a start, held segments stay, others go, and appends start a new segment")
+    func startKeepsOnlyHeldSegments() throws {
+        try withFolder { folder in
+            let piece = Data("bytes of a small file".utf8)
+            let (kept, dropped): (StagingLog.Location, StagingLog.Location)
+            do {
+                let before = try StagingLog(folder: folder, segmentSize: 30)
+                kept = try before.append(piece)
+                dropped = try before.append(piece)  // a second segment: its record was never saved
+            }
+            #expect(kept.segment != dropped.segment)
+            let log = try StagingLog(folder: folder, segmentSize: 30)
+            log.hold(kept)
+            try log.removeUnheld()
+            #expect(try segments(in: folder).count == 1)
+            #expect(try log.read(kept) == piece)
+            #expect(throws: (any Error).self) { try log.read(dropped) }
+            let next = try log.append(piece)
+            #expect(next.segment > dropped.segment, "an append went to a segment written before the start")
+            #expect(next.offset == 0)
+        }
+    }
+
+    @Test("appends from many threads at once get places of their own")
+    func concurrentAppends() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("staging-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let log = try StagingLog(folder: folder, segmentSize: 64 << 10)
+        let written = try await withThrowingTaskGroup(of: [(Data, StagingLog.Location)].self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    try (0..<200).map { index in
+                        let piece = Data(repeating: UInt8(task), count: 100 + index)
+                        return (piece, try log.append(piece))
+                    }
+                }
+            }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(Set(written.map(\.1)).count == written.count)
+        for (piece, location) in written { #expect(try log.read(location) == piece) }
+    }
+}
