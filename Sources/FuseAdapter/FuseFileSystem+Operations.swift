@@ -230,6 +230,20 @@ extension FuseFileSystem {
     // Operations that need no download are answered on libfuse's thread: a small file's
     // create, write, flush and release cost no hop to a task.
     func create(_ request: Request, _ parent: UInt64, _ name: String, _ mode: UInt32, umask given: UInt32, _ flags: Int32) {
+        let creator = request.caller.pid
+        // Likely small (the process has been making small files): kept in memory, written
+        // through us, no cache file (docs/ARCHITECTURE.md, "The path of a small file").
+        if bursts.withLock({ $0.expectsSmall(creator, at: .now) }), replica.takesFilesInMemory {
+            return answer(request) {
+                let (attributes, file) = try replica.makeFileInMemory(
+                    name, in: try id(parent), mode: mode & 0o7777, owner: request.owner, umask: umask(given))
+                let created = entry(attributes, parent: parent, name: name)
+                let mode = passthroughs.open(node(attributes.id), file: -1, wanted: false)
+                let handle = files.insert(
+                    OpenHandle(file: file, node: node(attributes.id), mode: mode, creator: creator, madeInMemory: true))
+                request.created(created, openReply(handle, mode))
+            }
+        }
         answer(request) {
             let (attributes, file) = try replica.makeFileForWriting(
                 name, in: try id(parent), mode: mode & 0o7777, owner: request.owner, umask: umask(given))
@@ -239,7 +253,7 @@ extension FuseFileSystem {
             // A new file: its writes are the kernel's (passthrough), all of it is new anyway.
             let mode = passthroughs.open(node(attributes.id), file: file.descriptor, wanted: true)
             try startOutsideWrites(file, node(attributes.id), mode, created: true)
-            let handle = files.insert(OpenHandle(file: file, node: node(attributes.id), mode: mode))
+            let handle = files.insert(OpenHandle(file: file, node: node(attributes.id), mode: mode, creator: creator))
             request.created(created, openReply(handle, mode))
         }
     }
@@ -356,7 +370,7 @@ extension FuseFileSystem {
     }
 
     func read(_ request: Request, _ handle: UInt64, _ size: Int, _ offset: Int) {
-        guard let file = files.get(handle)?.file else { return request.error(EBADF) }
+        guard let file = fileOnDisk(handle, request) else { return }
         // Present bytes (most reads) are answered here; a download waits on a task.
         do {
             if let bytes = try replica.readableIfPresent(file, offset: UInt64(offset), count: size) {
@@ -373,7 +387,10 @@ extension FuseFileSystem {
     /// The bytes are the worker's buffer: written into the local file before this returns.
     func write(_ request: Request, _ handle: UInt64, _ bytes: UnsafeRawBufferPointer, _ offset: Int, killsPrivileges: Bool) {
         guard let open = files.get(handle) else { return request.error(EBADF) }
-        let file = open.file
+        if open.isInMemory, !killsPrivileges, replica.writeInMemory(open.file.id, offset: UInt64(offset), bytes: bytes) {
+            return request.written(bytes.count)
+        }
+        guard let file = fileOnDisk(handle, request) else { return }
         answer(request) {
             let count = try replica.write(file, offset: UInt64(offset), count: bytes.count) { fd in
                 var done = 0
@@ -399,9 +416,7 @@ extension FuseFileSystem {
         _ request: Request, _ sourceHandle: UInt64, _ sourceOffset: Int, _ targetHandle: UInt64, _ targetOffset: Int,
         _ count: Int
     ) {
-        guard let source = files.get(sourceHandle)?.file, let target = files.get(targetHandle)?.file else {
-            return request.error(EBADF)
-        }
+        guard let source = fileOnDisk(sourceHandle, request), let target = fileOnDisk(targetHandle, request) else { return }
         answerLater(request) { [replica] in
             request.written(
                 try await replica.copyRange(
@@ -411,7 +426,7 @@ extension FuseFileSystem {
 
     /// `lseek` with `SEEK_DATA` or `SEEK_HOLE` (the kernel answers the other kinds itself).
     func lseek(_ request: Request, _ handle: UInt64, _ offset: Int, _ whence: Int32) {
-        guard let file = files.get(handle)?.file else { return request.error(EBADF) }
+        guard let file = fileOnDisk(handle, request) else { return }
         guard whence == SeekKind.data || whence == SeekKind.hole else { return request.error(EINVAL) }
         // As ext4 and lseek(2): no data or hole lies before the start.
         guard offset >= 0 else { return request.error(ENXIO) }
@@ -426,7 +441,7 @@ extension FuseFileSystem {
     /// `fallocate`: reserving space (with or without growing the file), punching a hole,
     /// zeroing a range. Collapsing or inserting a range is not offered (EOPNOTSUPP).
     func fallocate(_ request: Request, _ handle: UInt64, _ mode: Int32, _ offset: Int, _ length: Int) {
-        guard let file = files.get(handle)?.file else { return request.error(EBADF) }
+        guard let file = fileOnDisk(handle, request) else { return }
         let keepSize = mode & FallocateFlags.keepSize != 0
         let allocation: Replica.Allocation
         switch mode & ~FallocateFlags.keepSize {
@@ -442,15 +457,35 @@ extension FuseFileSystem {
     }
 
     func fsync(_ request: Request, _ handle: UInt64) {
-        guard let file = files.get(handle)?.file else { return request.error(EBADF) }
+        guard let file = fileOnDisk(handle, request) else { return }
         answer(request) {
             try replica.sync(file)
             request.ok()
         }
     }
 
+    /// The open file of `handle` for anything but a write in order: a new file kept in memory
+    /// gets its cache file first (`Replica.moveOutOfMemory`). Nil when answered with an error.
+    private func fileOnDisk(_ handle: UInt64, _ request: Request) -> OpenFile? {
+        guard var open = files.get(handle) else {
+            request.error(EBADF)
+            return nil
+        }
+        guard open.isInMemory else { return open.file }
+        do {
+            guard let moved = try replica.moveOutOfMemory(open.file.id) else { return open.file }
+            open.file = moved
+            files.replace(handle, with: open)
+            return moved
+        } catch {
+            request.error(error)
+            return nil
+        }
+    }
+
     func release(_ request: Request, _ handle: UInt64) {
         guard let open = files.remove(handle) else { return request.error(EBADF) }
+        if open.madeInMemory { return releaseMadeInMemory(request, open) }
         if case .passthrough = open.mode, open.file.writable {
             // The replica takes the copy as it is before `stat` stops asking it to.
             replica.endOutsideWrites(open.file)
@@ -463,10 +498,36 @@ extension FuseFileSystem {
         // The kernel cached pages and the size of the version kept for the opens: the next
         // open must read the current one.
         if keptOlderVersion { kernel.invalidateInodeAndWait(open.node) }
+        if let creator = open.creator { noteNewFileClosed(creator, open.file) }
         request.ok()
         // After the answer (nobody waits for a release): a small written file is queued on
         // this thread, the next request served by another worker meanwhile.
         replica.closeSoon(open.file)
+    }
+
+    /// `release` of a new file's handle that kept it in memory: its bytes go to the staging
+    /// log, or, moved out meanwhile, the cache file it went on with is closed as any.
+    private func releaseMadeInMemory(_ request: Request, _ open: OpenHandle) {
+        passthroughs.release(open.node, open.mode)
+        request.ok()
+        let id = open.file.id
+        if open.isInMemory, replica.closeInMemory(open.file) {
+            if let creator = open.creator { bursts.withLock { $0.closed(creator, small: true, at: .now) } }
+            return
+        }
+        if let creator = open.creator { bursts.withLock { $0.closed(creator, small: false, at: .now) } }
+        // Moved out before (`fileOnDisk`, another open), or now (the log could not take it).
+        let moved = (try? replica.moveOutOfMemory(id)) ?? nil
+        let file = replica.movedOutOfMemory(id) ?? moved ?? (open.isInMemory ? nil : open.file)
+        if let file { replica.closeSoon(file) }
+    }
+
+    /// A new file this process made through the kernel was closed: small or not, for the
+    /// next create's guess.
+    private func noteNewFileClosed(_ creator: Int32, _ file: OpenFile) {
+        var info = Glibc.stat()
+        let small = fstat(file.descriptor, &info) == 0 && info.st_size <= Replica.largestFileInMemory
+        bursts.withLock { $0.closed(creator, small: small, at: .now) }
     }
 
     func opendir(_ request: Request, _ inode: UInt64) {

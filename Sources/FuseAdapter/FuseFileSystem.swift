@@ -1,3 +1,4 @@
+import Synchronization
 import ContainerFormat
 import Foundation
 import FuseKernel
@@ -11,6 +12,8 @@ public final class FuseFileSystem: KernelFileSystem {
     let numbers: NodeNumbers
     let inodes: InodeTable
     let files = HandleTable<OpenHandle>()
+    /// Which processes are making small files one after another (a create's guess).
+    let bursts = Mutex(SmallFileBursts())
     let passthroughs = PassthroughFiles()
     let listings = HandleTable<FolderListing>()
     let kernel = KernelCache()
@@ -146,9 +149,16 @@ extension Request {
 
 /// An open file as the kernel holds it: the replica's handle, and how the kernel serves it.
 struct OpenHandle: Sendable {
-    let file: OpenFile
+    var file: OpenFile
     let node: UInt64
     let mode: PassthroughFiles.Mode
+    /// The process that made the file with this open (`create`), for `SmallFileBursts`.
+    var creator: Int32? = nil
+    /// Made as a new file kept in memory (`Replica.makeFileInMemory`); its `file` has no
+    /// descriptor until the file is moved out of memory.
+    var madeInMemory = false
+
+    var isInMemory: Bool { madeInMemory && file.descriptor < 0 }
 }
 
 extension Request {

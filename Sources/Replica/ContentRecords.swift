@@ -12,18 +12,28 @@ struct ContentRecords: Sendable, Sequence {
     private(set) var dirtyCount = 0
     private(set) var pinnedCount = 0
 
-    init(_ records: [ItemID: ContentRecord] = [:]) {
+    /// Where records' bytes rest when they have no cache file: a record holds its location
+    /// there (`StagingLog.hold`, or the `append` that made it) until it lets it go.
+    private let staging: StagingLog?
+
+    init(_ records: [ItemID: ContentRecord] = [:], staging: StagingLog? = nil) {
         self.records = records
-        for record in records.values { count(record, as: 1) }
+        self.staging = staging
+        for record in records.values {
+            count(record, as: 1)
+            if let location = record.staged { staging?.hold(location) }
+        }
     }
 
     subscript(id: ItemID) -> ContentRecord? {
         get { records[id] }
         _modify {
-            if let before = records[id] { count(before, as: -1) }
+            let before = records[id]
+            if let before { count(before, as: -1) }
             // In place: a write's range goes into the record without copying it.
             yield &records[id]
             if let after = records[id] { count(after, as: 1) }
+            letGoIfMoved(before?.staged, records[id]?.staged)
         }
     }
 
@@ -31,7 +41,13 @@ struct ContentRecords: Sendable, Sequence {
     mutating func removeValue(forKey id: ItemID) -> ContentRecord? {
         guard let record = records.removeValue(forKey: id) else { return nil }
         count(record, as: -1)
+        letGoIfMoved(record.staged, nil)
         return record
+    }
+
+    /// A record that named a place in the staging log and no longer does lets it go.
+    private func letGoIfMoved(_ before: StagingLog.Location?, _ after: StagingLog.Location?) {
+        if let before, before != after { staging?.letGo(before) }
     }
 
     var ids: Dictionary<ItemID, ContentRecord>.Keys { records.keys }

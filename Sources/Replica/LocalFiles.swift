@@ -21,6 +21,8 @@ struct LocalFiles: Sendable {
     private let staged: StagedHashes
     /// New files' cache files, made ahead with their ids.
     private let newFiles: NewContentFiles
+    /// Where new small files' bytes rest instead of a cache file each.
+    let staging: StagingLog
 
     init(root: String) throws {
         self.root = root
@@ -29,6 +31,7 @@ struct LocalFiles: Sendable {
         newFiles = NewContentFiles(listPath: "\(root)/spares") {
             LocalFiles.contentPath($0, root: root, letters: letters)
         }
+        staging = try StagingLog(folder: "\(root)/staging")
         for folder in ["staged", "tmp"] {
             try FileManager.default.createDirectory(atPath: "\(root)/\(folder)", withIntermediateDirectories: true)
         }

@@ -273,6 +273,9 @@ extension Replica {
         for op in ops {
             guard let ref = op.chunks.first(where: { $0.hash == hash }) else { continue }
             for piece in ContentChunker.Piece.layout(op.chunks) where piece.ref == ref {
+                if let staged = stagedBytes(of: piece, in: op.itemID), let staged, ChunkHash(of: staged) == hash {
+                    return staged
+                }
                 guard let fd = try? files.openContent(op.itemID, writable: false) else { break }
                 defer { try? fd.close() }
                 if let data = try? FileIO.read(fd, offset: piece.offset, count: Int(ref.size)), ChunkHash(of: data) == hash {

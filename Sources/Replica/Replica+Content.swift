@@ -73,6 +73,7 @@ extension Replica {
         let kind = state.withLock { ($0.view.liveItem(id) ?? $0.anonymousFiles[id])?.kind }
         guard let kind else { throw .notFound }
         guard kind == .file else { throw kind == .folder ? .isAFolder : .invalidArgument("not a file") }
+        try giveCacheFile(id)
         let fd: FileDescriptor
         do {
             fd = try files.openContent(id, writable: true)
@@ -362,27 +363,31 @@ extension Replica {
     /// The end of a close, its descriptor closed: queues the file, then it no longer counts
     /// as open.
     private func release(_ id: ItemID, reading descriptor: FileDescriptor? = nil) throws(ReplicaError) {
-        defer {
-            let lastCloseOfDeleted = state.withLock { state in
-                state.openCount[id, default: 1] -= 1
-                guard state.openCount[id] == 0 else { return false }
-                state.openCount[id] = nil
-                state.openedBase[id] = nil
-                state.versionAtOpen[id] = nil
-                state.unlinkedHere.remove(id)
-                state.anonymousFiles[id] = nil
-                return !state.view.isLive(id)
-            }
-            // Removed while open: its space comes back at its last close (`rm` of a file
-            // still being closed on a full disk), not at the next pass.
-            if lastCloseOfDeleted { reclaimDeletedContent(among: [id]) }
-        }
+        defer { noteClosed(id) }
         try commit(id, durable: false, reading: descriptor)
+    }
+
+    /// One open of `id` fewer, after its close queued the file.
+    func noteClosed(_ id: ItemID) {
+        let lastCloseOfDeleted = state.withLock { state in
+            state.openCount[id, default: 1] -= 1
+            guard state.openCount[id] == 0 else { return false }
+            state.openCount[id] = nil
+            state.openedBase[id] = nil
+            state.versionAtOpen[id] = nil
+            state.unlinkedHere.remove(id)
+            state.anonymousFiles[id] = nil
+            return !state.view.isLive(id)
+        }
+        // Removed while open: its space comes back at its last close (`rm` of a file
+        // still being closed on a full disk), not at the next pass.
+        if lastCloseOfDeleted { reclaimDeletedContent(among: [id]) }
     }
 
     /// `setattr` with a size: truncates or extends (with zeros) and queues the result.
     public func truncate(_ id: ItemID, to size: UInt64) async throws(ReplicaError) -> ItemAttributes {
         try Replica.checkFileSize(size)  // before a download it would not need
+        try giveCacheFile(id)
         refreshIfWrittenOutside(id)
         if size > 0 { try await downloadAll(id) }
         try resizeLocal(id, to: size)
@@ -787,11 +792,18 @@ extension Replica {
     /// Stages the chunks of `pieces` not staged yet, read from the content file of `id`;
     /// returns those whose bytes there no longer match their hash (not staged).
     private func copyAside(_ pieces: [ContentChunker.Piece], of id: ItemID) throws -> [ContentChunker.Piece] {
-        let fd = try files.openContent(id, writable: false)
-        defer { try? fd.close() }
+        // A file resting in the staging log has no cache file to open.
+        let inLog = state.withLock { $0.content[id]?.staged != nil }
+        let fd = inLog ? nil : try files.openContent(id, writable: false)
+        defer { try? fd?.close() }
         var changed: [ContentChunker.Piece] = []
         for piece in pieces where !files.isStaged(piece.ref.hash) {
-            let data = try FileIO.read(fd, offset: piece.offset, count: Int(piece.ref.size))
+            let data: Data
+            if let fd {
+                data = try FileIO.read(fd, offset: piece.offset, count: Int(piece.ref.size))
+            } else {
+                data = stagedBytes(of: piece, in: id).flatMap { $0 } ?? Data()
+            }
             guard ChunkHash(of: data) == piece.ref.hash else {
                 changed.append(piece)
                 continue
@@ -870,7 +882,7 @@ extension Replica {
             // copying that file's queued bytes aside.
             let done = try fileLocks.withLock(id) { () throws(ReplicaError) -> Bool in
                 let finished = try state.withLock { state throws(ReplicaError) -> (done: Bool, save: ContentRecord?) in
-                    guard var record = state.content[id], record.dirty else { return (true, nil) }
+                    guard let record = state.content[id], record.dirty else { return (true, nil) }
                     guard state.writeGeneration[id, default: 0] == snapshot.generation, state.writesInFlight[id] == nil else {
                         return (false, nil)
                     }
@@ -881,55 +893,11 @@ extension Replica {
                             "\(state.view.path(of: id) ?? id.rawValue) is not completely downloaded "
                                 + "(\(record.present.coveredBytes(below: snapshot.size)) of \(snapshot.size) bytes): not queued")
                     }
-                    let chunks = pieces.map(\.ref)
-                    let written = state.dirtyMtime[id] != nil
-                    let mtime = state.dirtyMtime[id] ?? Timestamp.now()
-                    let mode = state.dirtyMode.removeValue(forKey: id)
-                    let owner = state.dirtyOwner.removeValue(forKey: id)
-                    let atime = state.dirtyAtime.removeValue(forKey: id)
-                    let ctime = state.dirtyCtime.removeValue(forKey: id)
-                    record.chunks = chunks
-                    record.size = snapshot.size
-                    record.present = ByteRanges([0..<snapshot.size])
-                    record.dirty = outside && state.outsideWriters[id] != nil
-                    state.content[id] = record
-                    state.changedSinceClean[id] = nil
-                    state.dirtyMtime[id] = nil
-                    if var anonymous = state.anonymousFiles[id] {  // no name yet: nothing to queue
-                        anonymous.size = snapshot.size
-                        anonymous.chunks = chunks
-                        if written { anonymous.mtime = mtime }
-                        anonymous.mode = mode ?? anonymous.mode
-                        if let owner { anonymous.owner = owner == .root ? nil : owner }
-                        anonymous.atime = atime ?? anonymous.atime
-                        anonymous.ctime = ctime ?? anonymous.ctime
-                        state.anonymousFiles[id] = anonymous
-                        return (true, record)
-                    }
-                    guard let item = state.view.item(id), state.view.isLive(id) || !state.unlinkedHere.contains(id) else {
-                        return (true, record)  // unlinked here while open: the bytes go with it
-                    }
-                    // Deleted on another device while open here: the edit is queued anyway and
-                    // revives the file (an edit beats a delete).
-                    let unchanged = state.view.isLive(id) && item.chunks == chunks && item.size == snapshot.size
-                    if unchanged && !written && mode == nil && owner == nil && atime == nil {  // created and closed without a write: nothing to queue
-                        return (true, record)
-                    }
-                    var update = ItemOperation.Update(
-                        id: id, base: 0, content: unchanged ? nil : Content(size: snapshot.size, chunks: chunks),
-                        mode: mode, mtime: unchanged && !written ? nil : mtime, owner: owner)
-                    update.atime = atime
-                    update.ctime = ctime
-                    let base = state.openedBase[id] ?? state.device.base(of: id)
-                    enqueue([(.update(update), unchanged ? nil : base)], &state, content: [id])
-                    // Runs of zeros (fallocate, sparse files) are made anew for upload: their
-                    // content file need not keep them, and a deleted one frees its space at once.
-                    if !unchanged && !outside {  // an outside-written file's are staged already
-                        state.unstaged.add(
-                            pieces.filter { !state.storedChunks.contains($0.ref.hash) && !$0.isZeros }, of: id)
-                    }
-                    if state.openedBase[id] != nil { state.openedBase[id] = state.device.base(of: id) }
-                    return (true, nil)
+                    let stillWritten = outside && state.outsideWriters[id] != nil
+                    let save = queueVersion(
+                        of: id, pieces, size: snapshot.size, record: record, stagesChunks: !outside,
+                        stillWritten: stillWritten, &state)
+                    return (true, save)
                 }
                 // Recorded as queued changes are (`enqueue`): it waits, in order, until it
                 // commits, so the database never stays behind the clean record memory holds.
@@ -948,6 +916,68 @@ extension Replica {
             }
             try makeDurable(id)
         }
+    }
+
+    /// Queues `pieces` (`size` bytes) as the file's new version, with the attributes set
+    /// while it was written; its record becomes clean (unless the kernel still writes the
+    /// file: `stillWritten`) and, with `stagesChunks`, its chunks wait for upload where they
+    /// are (an outside-written file's were copied aside already). Under the state lock.
+    /// Returns the record to save when no queued change carries it (no name yet, unlinked
+    /// here, nothing changed), nil when one does.
+    func queueVersion(
+        of id: ItemID, _ pieces: [ContentChunker.Piece], size: UInt64, record: ContentRecord, stagesChunks: Bool,
+        stillWritten: Bool, _ state: inout ReplicaState
+    ) -> ContentRecord? {
+        var record = record
+        let chunks = pieces.map(\.ref)
+        let written = state.dirtyMtime[id] != nil
+        let mtime = state.dirtyMtime[id] ?? Timestamp.now()
+        let mode = state.dirtyMode.removeValue(forKey: id)
+        let owner = state.dirtyOwner.removeValue(forKey: id)
+        let atime = state.dirtyAtime.removeValue(forKey: id)
+        let ctime = state.dirtyCtime.removeValue(forKey: id)
+        record.chunks = chunks
+        record.size = size
+        record.present = ByteRanges([0..<size])
+        record.dirty = stillWritten
+        state.content[id] = record
+        state.changedSinceClean[id] = nil
+        state.dirtyMtime[id] = nil
+        if var anonymous = state.anonymousFiles[id] {  // no name yet: nothing to queue
+            anonymous.size = size
+            anonymous.chunks = chunks
+            if written { anonymous.mtime = mtime }
+            anonymous.mode = mode ?? anonymous.mode
+            if let owner { anonymous.owner = owner == .root ? nil : owner }
+            anonymous.atime = atime ?? anonymous.atime
+            anonymous.ctime = ctime ?? anonymous.ctime
+            state.anonymousFiles[id] = anonymous
+            return record
+        }
+        guard let item = state.view.item(id), state.view.isLive(id) || !state.unlinkedHere.contains(id) else {
+            return record  // unlinked here while open: the bytes go with it
+        }
+        // Deleted on another device while open here: the edit is queued anyway and
+        // revives the file (an edit beats a delete).
+        let unchanged = state.view.isLive(id) && item.chunks == chunks && item.size == size
+        if unchanged && !written && mode == nil && owner == nil && atime == nil {  // created and closed without a write: nothing to queue
+            return record
+        }
+        var update = ItemOperation.Update(
+            id: id, base: 0, content: unchanged ? nil : Content(size: size, chunks: chunks),
+            mode: mode, mtime: unchanged && !written ? nil : mtime, owner: owner)
+        update.atime = atime
+        update.ctime = ctime
+        let base = state.openedBase[id] ?? state.device.base(of: id)
+        enqueue([(.update(update), unchanged ? nil : base)], &state, content: [id])
+        // Runs of zeros (fallocate, sparse files) are made anew for upload: their
+        // content file need not keep them, and a deleted one frees its space at once.
+        if !unchanged && stagesChunks {
+            state.unstaged.add(
+                pieces.filter { !state.storedChunks.contains($0.ref.hash) && !$0.isZeros }, of: id)
+        }
+        if state.openedBase[id] != nil { state.openedBase[id] = state.device.base(of: id) }
+        return nil
     }
 
     /// Flushes the queued version of `id` to disk: its content file (where its chunks are;
@@ -979,7 +1009,7 @@ extension Replica {
     func reconcileContentFiles() {
         let (dirty, downloaded) = state.withLock { state in
             (state.content.filter(\.value.dirty).map(\.key),
-             state.content.filter { !$0.value.dirty && !$0.value.present.ranges.isEmpty }.map(\.key))
+             state.content.filter { !$0.value.dirty && !$0.value.present.ranges.isEmpty && $0.value.staged == nil }.map(\.key))
         }
         for id in downloaded {
             var info = stat()

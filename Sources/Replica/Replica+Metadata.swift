@@ -502,7 +502,7 @@ extension Replica {
     }
 
     /// `create` under the state lock, the new item's id chosen (a valid name given).
-    private func create(
+    func create(
         _ id: ItemID, _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, target: String?, owner: Owner,
         device: UInt64? = nil, linkedItem: ItemID? = nil, umask: UInt32? = nil, _ state: inout ReplicaState
     ) throws(ReplicaError) -> ItemAttributes {
@@ -580,6 +580,10 @@ extension Replica {
             atime: state.accessTime(of: item),
             linkCount: UInt32(state.view.linkCount(of: item.id)),
             target: item.target, owner: item.ownerOrRoot, device: item.device ?? 0)
+        // A new file written into memory: its size is there until its close.
+        if item.kind == .file, state.content[item.id]?.dirty == true, let size = sizeInMemory(item.id) {
+            attributes.size = size
+        }
         // While written here, the chunk list is the last version's: all of it counts.
         attributes.allocatedSize =
             item.kind == .file && state.content[item.id]?.dirty != true

@@ -634,6 +634,8 @@ extension Replica {
         // Kept from when the file was cut (a small file): those are the bytes the hash is of.
         if let bytes = locations.lazy.compactMap(\.piece.bytes).first { return bytes }
         for (id, piece) in locations {
+            // Gone from the log meanwhile: the file was given its cache file (read below).
+            if let staged = stagedBytes(of: piece, in: id), let staged, ChunkHash(of: staged) == hash { return staged }
             guard let fd = try? files.openContent(id, writable: false) else { continue }
             defer { try? fd.close() }
             if let data = try? FileIO.read(fd, offset: piece.offset, count: Int(piece.ref.size)),

@@ -53,6 +53,8 @@ public final class Replica: Sendable {
     let changeObserver = Mutex<(@Sendable ([ItemChange]) -> Void)?>(nil)
     let downloads = DownloadTable()
     let commits = BackgroundCommits()
+    /// New small files written into memory until their close (`makeFileInMemory`).
+    let inMemory = FilesInMemory()
     /// The start's queuing of files written before the last shutdown (`reconcileContentFiles`):
     /// the first push waits for it, so that it never takes a version those files' bytes have
     /// since left behind for one whose chunks were lost.
@@ -123,7 +125,7 @@ public final class Replica: Sendable {
                 let nextLocalID = Int64(try database.meta("nextLocalID", db) ?? "1") ?? 1
                 var state = ReplicaState(
                     device: DeviceView(device: configuration.deviceName, synced: tree, pending: pending, landed: landed),
-                    nextLocalID: nextLocalID, inFlight: inFlight, content: ContentRecords(try database.loadContent(db)))
+                    nextLocalID: nextLocalID, inFlight: inFlight, content: ContentRecords(try database.loadContent(db), staging: files.staging))
                 state.noteReclaimCandidates(state.content.ids)
                 state.owed = try database.meta("owed", db).map {
                     try FormatCoding.decode([UInt64: [ChunkRef]].self, from: Data($0.utf8))
@@ -140,6 +142,11 @@ public final class Replica: Sendable {
             deviceID = loaded.2
         } catch {
             throw ReplicaError.wrapping(error)
+        }
+        do {
+            try files.staging.removeUnheld()  // every record holds its location by now
+        } catch {
+            logger.warning("cannot list \(files.staging.folder): \(error)")
         }
         reconcileContentFiles()
         files.startNewContent(
@@ -259,6 +266,7 @@ public final class Replica: Sendable {
         // Files written before the last shutdown still being queued: queued before the
         // database's last flush, not after it.
         await startupQueuing.withLock({ $0 })?.value
+        moveAllOutOfMemory()
         await commits.drain()
         await loop.stop()
         do {

@@ -170,9 +170,15 @@ final class StagingLog: Sendable {
         forget(segment, &state)
     }
 
+    /// Closes and removes a segment, on another thread: a record lets its location go
+    /// under the replica's state lock, which holds no file I/O. (Numbers are never reused.)
     private func forget(_ segment: UInt32, _ state: inout State) {
-        if let known = state.segments.removeValue(forKey: segment), known.fd >= 0 { close(known.fd) }
-        unlink(path(of: segment))
+        let fd = state.segments.removeValue(forKey: segment)?.fd ?? -1
+        let path = path(of: segment)
+        DispatchQueue.global().async {
+            if fd >= 0 { close(fd) }
+            unlink(path)
+        }
     }
 
     private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {

@@ -284,6 +284,11 @@ package final class StateDatabase: Sendable {
                     ALTER TABLE inode_by_number RENAME TO inode;
                     """)
         }
+        migrator.registerMigration("v12 content in the staging log") { db in
+            // NULL: in its cache file. Else where in the staging log its bytes rest
+            // (`StagingLog.Location`: segment, offset and size, 16 bytes little-endian).
+            try db.execute(sql: "ALTER TABLE content ADD COLUMN staged BLOB")
+        }
         return migrator
     }
 
@@ -507,7 +512,8 @@ package final class StateDatabase: Sendable {
             records[ItemID(row["id"])] = ContentRecord(
                 chunks: StateDatabase.decodeChunks(row["chunks"]), size: UInt64(row["size"] as Int64),
                 present: try StateDatabase.decodeRanges(row["present"]),
-                dirty: row["dirty"], pinned: row["pinned"], lastAccess: row["last_access"])
+                dirty: row["dirty"], pinned: row["pinned"], lastAccess: row["last_access"],
+                staged: try (row["staged"] as Data?).map(StateDatabase.decodeLocation))
         }
         return records
     }
@@ -519,13 +525,32 @@ package final class StateDatabase: Sendable {
         }
         try db.cachedStatement(
             sql: """
-                INSERT OR REPLACE INTO content (id, chunks, size, present, dirty, pinned, last_access)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
+                INSERT OR REPLACE INTO content (id, chunks, size, present, dirty, pinned, last_access, staged)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(arguments: [
             id.rawValue, StateDatabase.encode(record.chunks), Int64(record.size),
             StateDatabase.encode(record.present), record.dirty, record.pinned, record.lastAccess,
+            record.staged.map(StateDatabase.encode),
         ])
+    }
+
+    static func encode(_ location: StagingLog.Location) -> Data {
+        var data = Data(capacity: 16)
+        withUnsafeBytes(of: location.segment.littleEndian) { data.append(contentsOf: $0) }
+        withUnsafeBytes(of: location.offset.littleEndian) { data.append(contentsOf: $0) }
+        withUnsafeBytes(of: location.size.littleEndian) { data.append(contentsOf: $0) }
+        return data
+    }
+
+    static func decodeLocation(_ data: Data) throws -> StagingLog.Location {
+        guard data.count == 16 else { throw StateDatabaseError.malformed("a staging log location of \(data.count) bytes") }
+        let bytes = [UInt8](data)
+        func integer<T: FixedWidthInteger>(_ type: T.Type, at start: Int) -> T {
+            bytes[start..<start + MemoryLayout<T>.size].reversed().reduce(0) { $0 << 8 | T($1) }
+        }
+        return StagingLog.Location(
+            segment: integer(UInt32.self, at: 0), offset: integer(UInt64.self, at: 4), size: integer(UInt32.self, at: 12))
     }
 
     // MARK: inode
@@ -577,6 +602,9 @@ struct ContentRecord: Sendable, Equatable {
     var dirty: Bool
     var pinned: Bool
     var lastAccess: Int64
+    /// Where the bytes rest in the staging log when the file has no cache file (a new small
+    /// file since its close, until something opens it; `Replica.materialize`).
+    var staged: StagingLog.Location? = nil
 
     var isComplete: Bool { present.contains(0..<size) }
 

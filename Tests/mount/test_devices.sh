@@ -127,5 +127,76 @@ test_cache_files_made_ahead_do_not_outlive_a_kill() {
     local files daemon; files=$(ls "$T/a/dir" | wc -l); daemon=$(daemon_of a)
     umount "$T/a"
     eventually "! kill -0 $daemon"  # the daemon's last work follows the unmount
-    assert_eq "$(content_files)" "$files" "cache files after an unmount (one per file)"
+    # At most one per file: most of a run of small files rest in the staging log instead.
+    local cached; cached=$(content_files)
+    if [ "$cached" -gt "$files" ]; then
+        echo "    $cached cache files after an unmount, for $files files: files made ahead outlived it"
+        return 1
+    fi
+}
+
+# A run of small files one process makes has no cache file per file: their bytes rest in the
+# staging log from their close until something opens them (docs/ARCHITECTURE.md, "The path
+# of a small file"). What such a file meets while written (a read, a write elsewhere, growing
+# large, fsync, a truncate, an open by another process) moves it into a cache file first.
+# Every file reads back whole here, after a remount, and on a new device.
+test_a_run_of_small_files_rests_in_the_staging_log() {
+    mount_device a
+    mkdir -p "$T/a/run" "$T/expected"
+    python3 - "$T/a/run" "$T/expected" <<'PY'
+import os, random, sys
+folder, expected = sys.argv[1], sys.argv[2]
+seed = random.randrange(1 << 30)
+print(f"    seed {seed}")
+rng = random.Random(seed)
+def keep(name, data):
+    with open(os.path.join(expected, name), "wb") as f:
+        f.write(data)
+for i in range(60):  # the run: small files written in order
+    data = rng.randbytes(rng.randrange(0, 9000))
+    with open(os.path.join(folder, f"s{i}"), "wb") as f:
+        f.write(data[:100]); f.write(data[100:])
+    keep(f"s{i}", data)
+for kind in ("seek", "large", "readback", "fsync", "truncate", "other-open"):
+    for i in range(3):  # the run goes on between them
+        data = rng.randbytes(500)
+        with open(os.path.join(folder, f"{kind}-pad{i}"), "wb") as f:
+            f.write(data)
+        keep(f"{kind}-pad{i}", data)
+    path = os.path.join(folder, kind)
+    data = bytearray(rng.randbytes(4000))
+    with open(path, "w+b") as f:
+        f.write(data)
+        if kind == "seek":
+            f.flush(); f.seek(1000); f.write(b"X" * 10); data[1000:1010] = b"X" * 10
+        elif kind == "large":
+            more = rng.randbytes(400_000); f.flush(); f.write(more); data += more
+        elif kind == "readback":
+            f.flush(); f.seek(0); assert f.read() == data
+        elif kind == "fsync":
+            f.flush(); os.fsync(f.fileno())
+        elif kind == "truncate":
+            f.flush(); f.truncate(1500); del data[1500:]
+        elif kind == "other-open":
+            f.flush()
+            with open(path, "rb") as other:
+                assert other.read() == data
+            f.write(b"tail"); data += b"tail"
+    keep(kind, bytes(data))
+PY
+    # (Cache files are made ahead, so their count says little: the log's size says it.)
+    local run logged
+    run=$(cat "$T/expected"/s* | wc -c)
+    logged=$(cat "$T/cache-a/staging"/*.log | wc -c)
+    if [ "$logged" -lt $((run * 9 / 10)) ]; then
+        echo "    $logged bytes in the staging log for a run of $run: the run did not rest there"
+        return 1
+    fi
+    for f in "$T/expected"/*; do cmp "$f" "$T/a/run/$(basename "$f")"; done
+    sync_wait a
+    fusermount3 -u "$T/a"
+    mount_device a
+    for f in "$T/expected"/*; do cmp "$f" "$T/a/run/$(basename "$f")"; done
+    mount_device b
+    for f in "$T/expected"/*; do cmp "$f" "$T/b/run/$(basename "$f")"; done
 }

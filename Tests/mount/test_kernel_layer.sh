@@ -273,14 +273,20 @@ test_small_files_written_by_the_kernel_are_not_copied_aside() {
     mount_device a
     mkdir "$T/a/src"
     cat > "$T/creates.py" <<'PY'
-import ctypes, os, struct, subprocess, sys
+import ctypes, os, struct, subprocess, sys, threading
 aside, mount, icloudfs = sys.argv[1], sys.argv[2], sys.argv[3]
 libc = ctypes.CDLL(None, use_errno=True)
 watch = libc.inotify_init1(os.O_NONBLOCK)
 assert watch >= 0 and libc.inotify_add_watch(watch, aside.encode(), 0x100) >= 0  # IN_CREATE
-for i in range(200):
+def write(i):
     with open(f"{mount}/src/f{i}", "wb") as f:
         f.write(os.urandom(3000))
+# Each from a thread of its own: a lone create each, written by the kernel (one thread's
+# run of small files would be written through the daemon into the staging log instead).
+for i in range(200):
+    thread = threading.Thread(target=write, args=(i,))
+    thread.start()
+    thread.join()
 subprocess.run([icloudfs, "sync", "--wait", "--timeout", "30s", mount], check=True)
 created = 0
 while True:
