@@ -159,7 +159,8 @@ extension Replica {
     private func queueFromMemory(_ id: ItemID, _ bytes: Data) throws(ReplicaError) {
         let pieces = ContentChunker(chunker: chunker).pieces(of: bytes)
         var location: StagingLog.Location?
-        if pieces.contains(where: { !$0.isZeros }) {
+        // Zeros too: upload makes them anew, but the file has no other copy to be read from.
+        if !bytes.isEmpty {
             do {
                 location = try files.staging.append(bytes)
             } catch {

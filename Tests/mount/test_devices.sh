@@ -152,8 +152,8 @@ rng = random.Random(seed)
 def keep(name, data):
     with open(os.path.join(expected, name), "wb") as f:
         f.write(data)
-for i in range(60):  # the run: small files written in order
-    data = rng.randbytes(rng.randrange(0, 9000))
+for i in range(60):  # the run: small files written in order, some empty or all zeros
+    data = rng.randbytes(rng.randrange(0, 9000)) if i % 10 else bytes(rng.choice([0, 1, 5000]))
     with open(os.path.join(folder, f"s{i}"), "wb") as f:
         f.write(data[:100]); f.write(data[100:])
     keep(f"s{i}", data)
