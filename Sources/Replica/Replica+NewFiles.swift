@@ -204,11 +204,15 @@ extension Replica {
 final class FilesInMemory: Sendable {
     /// The largest file kept in memory; past it, a file moves to a cache file.
     static let largest = 256 << 10
+    /// All files kept in memory at once at most (a program holding many new files open):
+    /// a write past it moves its file to a cache file.
+    static let largestTotal = 64 << 20
     /// Room the cache's disk must have for new files to be kept in memory.
     static let roomNeeded: UInt64 = 256 << 20
 
     private struct State {
         var bytes: [ItemID: Data] = [:]
+        var total = 0
         var movedOut: [ItemID: OpenFile] = [:]
         var roomCheckedAt: ContinuousClock.Instant?
         var hasRoom = false
@@ -224,9 +228,11 @@ final class FilesInMemory: Sendable {
 
     func append(_ id: ItemID, offset: UInt64, bytes: UnsafeRawBufferPointer) -> Bool {
         state.withLock { state in
-            guard let size = state.bytes[id]?.count, offset == UInt64(size), size + bytes.count <= FilesInMemory.largest
+            guard let size = state.bytes[id]?.count, offset == UInt64(size), size + bytes.count <= FilesInMemory.largest,
+                state.total + bytes.count <= FilesInMemory.largestTotal
             else { return false }
             state.bytes[id]!.append(bytes.bindMemory(to: UInt8.self))
+            state.total += bytes.count
             return true
         }
     }
@@ -238,11 +244,18 @@ final class FilesInMemory: Sendable {
     var ids: [ItemID] { state.withLock { Array($0.bytes.keys) } }
 
     func take(_ id: ItemID) -> Data? {
-        state.withLock { $0.bytes.removeValue(forKey: id) }
+        state.withLock { state in
+            guard let bytes = state.bytes.removeValue(forKey: id) else { return nil }
+            state.total -= bytes.count
+            return bytes
+        }
     }
 
     func putBack(_ id: ItemID, _ bytes: Data) {
-        state.withLock { $0.bytes[id] = bytes }
+        state.withLock { state in
+            state.bytes[id] = bytes
+            state.total += bytes.count
+        }
     }
 
     func noteMovedOut(_ id: ItemID, _ file: OpenFile) {

@@ -23,6 +23,8 @@ public final class Replica: Sendable {
     /// Lock order, outermost first; a lock is only ever taken while holding those above it
     /// (docs/ARCHITECTURE.md, "Threads and locks"):
     /// 1. `syncLock` (async: one pull or push at a time; held across store calls);
+    /// 1b. `inMemory.moving`, one new file's move out of memory (or its close into the
+    ///    staging log); the move's write takes the file's lock below;
     /// 2. `fileLocks`, one file's (its local copy: copying queued bytes aside, `pwrite` of a
     ///    downloaded chunk, `ftruncate`, its content record in the database); never two;
     /// 3. `state` (the namespace: view, queue and content records, in memory; no file I/O
