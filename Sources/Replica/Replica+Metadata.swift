@@ -102,17 +102,24 @@ extension Replica {
             throw .localFailure("cannot make the cache file of \(name)", error)
         }
         do {
-            let attributes = try state.withLock { state throws(ReplicaError) in
-                let attributes = try create(
-                    id, name, in: parent, kind: .file, mode: mode, target: nil, owner: owner, umask: umask, &state)
-                noteOpened(id, &state)
-                return attributes
-            }
+            let attributes = try createOpened(id, name, in: parent, mode: mode, owner: owner, umask: umask)
             return (attributes, OpenFile(id: id, writable: true, fd: fd))
         } catch {
             try? fd.close()
             files.removeContent(id)
             throw error
+        }
+    }
+
+    /// A new file's item, made with `id` and counted open, for the create that opens it.
+    func createOpened(
+        _ id: ItemID, _ name: String, in parent: ItemID, mode: UInt32, owner: Owner, umask: UInt32?
+    ) throws(ReplicaError) -> ItemAttributes {
+        try state.withLock { state throws(ReplicaError) in
+            let attributes = try create(
+                id, name, in: parent, kind: .file, mode: mode, target: nil, owner: owner, umask: umask, &state)
+            noteOpened(id, &state)
+            return attributes
         }
     }
 
@@ -502,7 +509,7 @@ extension Replica {
     }
 
     /// `create` under the state lock, the new item's id chosen (a valid name given).
-    func create(
+    private func create(
         _ id: ItemID, _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, target: String?, owner: Owner,
         device: UInt64? = nil, linkedItem: ItemID? = nil, umask: UInt32? = nil, _ state: inout ReplicaState
     ) throws(ReplicaError) -> ItemAttributes {

@@ -23,12 +23,7 @@ extension Replica {
         let id = RandomID.makeItemID()
         inMemory.add(id)
         do {
-            let attributes = try state.withLock { state throws(ReplicaError) in
-                let attributes = try create(
-                    id, name, in: parent, kind: .file, mode: mode, target: nil, owner: owner, umask: umask, &state)
-                noteOpened(id, &state)
-                return attributes
-            }
+            let attributes = try createOpened(id, name, in: parent, mode: mode, owner: owner, umask: umask)
             return (attributes, OpenFile(id: id, writable: true, fd: FileDescriptor(rawValue: -1)))
         } catch {
             _ = inMemory.take(id)

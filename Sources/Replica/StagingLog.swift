@@ -98,12 +98,6 @@ final class StagingLog: Sendable {
         return data
     }
 
-    /// Makes the bytes at a held location survive a power loss.
-    func sync(_ location: Location) throws {
-        guard let fd = try descriptor(of: location.segment) else { throw Errno.noSuchFileOrDirectory }
-        guard fsync(fd) == 0 else { throw Errno(rawValue: errno) }
-    }
-
     /// Holds a location found in a record at a start (`removeUnheld` follows).
     func hold(_ location: Location) {
         state.withLock { state in
@@ -130,15 +124,6 @@ final class StagingLog: Sendable {
             state.withLock { state in
                 if state.appending?.segment != number { forget(number, &state) }
             }
-        }
-    }
-
-    /// Bytes of all segments on disk (held or not yet removed).
-    func bytesOnDisk() -> UInt64 {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
-        return names.filter { StagingLog.segmentNumber($0) != nil }.reduce(0) { total, name in
-            var info = stat()
-            return stat("\(folder)/\(name)", &info) == 0 ? total + UInt64(info.st_size) : total
         }
     }
 
