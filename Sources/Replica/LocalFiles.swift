@@ -24,14 +24,14 @@ struct LocalFiles: Sendable {
     /// Where new small files' bytes rest instead of a cache file each.
     let staging: StagingLog
 
-    init(root: String) throws {
+    init(root: String, stagingSegmentSize: UInt64 = 64 << 20) throws {
         self.root = root
         let letters = try LocalFiles.prepareContentFolders(in: root)
         contentFolderLetters = letters
         newFiles = NewContentFiles(listPath: "\(root)/spares") {
             LocalFiles.contentPath($0, root: root, letters: letters)
         }
-        staging = try StagingLog(folder: "\(root)/staging")
+        staging = try StagingLog(folder: "\(root)/staging", segmentSize: stagingSegmentSize)
         for folder in ["staged", "tmp"] {
             try FileManager.default.createDirectory(atPath: "\(root)/\(folder)", withIntermediateDirectories: true)
         }

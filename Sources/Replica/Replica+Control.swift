@@ -57,9 +57,12 @@ extension Replica {
             do throws(ReplicaError) {
                 try saveContent(file, nil)
             } catch {
-                // The copy stays, and memory says so, as the database does.
+                // The copy stays, and memory says so, as the database does (which still
+                // names its place in the staging log: that segment is not removed yet).
                 state.withLock { state in
-                    if state.content[file] == nil { state.content[file] = outcome.record }
+                    guard state.content[file] == nil else { return }
+                    if let location = outcome.record?.staged { files.staging.hold(location) }
+                    state.content[file] = outcome.record
                 }
                 throw error
             }
@@ -194,7 +197,10 @@ extension Replica {
             // Memory stays with the database: the records come back, to be recorded gone
             // at the next pass.
             state.withLock { state in
-                for (id, record) in reclaimed where state.content[id] == nil { state.content[id] = record }
+                for (id, record) in reclaimed where state.content[id] == nil {
+                    if let location = record.staged { files.staging.hold(location) }
+                    state.content[id] = record
+                }
                 state.noteReclaimCandidates(reclaimed.map { $0.0 })
             }
             logger.warning("cannot record that \(reclaimed.count) deleted file(s) left the cache: \(error); tried again shortly")

@@ -139,6 +139,49 @@ extension Replica {
         }
     }
 
+    /// Once a second (the sync loop's cache pass): the held pieces of one mostly let-go
+    /// segment move to the log's end, and segments no one holds are removed once neither
+    /// memory nor the database names them (a record's move out is saved a moment after it
+    /// is made: a crash before that finds the segment still there).
+    func tidyStagingLog() {
+        if let sparse = files.staging.sparseSegments().first { compactStagingSegment(sparse) }
+        let dropped = files.staging.dropped
+        guard !dropped.isEmpty else { return }
+        do {
+            // Commits the saves still waiting first.
+            let named = try database.write { db in try database.stagedSegments(db) }
+            let held = state.withLock { state in Set(state.content.values.compactMap { $0.staged?.segment }) }
+            files.staging.removeDropped(except: named.union(held))
+        } catch {
+            logger.warning("cannot read \(files.databasePath) before removing staging log segments: \(error); tried again in a second")
+        }
+    }
+
+    /// Moves the pieces records hold in `segment` to the log's end, each as `materialize`
+    /// moves one out (under its file lock: an open meanwhile waits, then finds it moved).
+    private func compactStagingSegment(_ segment: UInt32) {
+        let held = state.withLock { state in
+            state.content.compactMap { id, record in record.staged.flatMap { $0.segment == segment ? (id, $0) : nil } }
+        }
+        for (id, location) in held {
+            fileLocks.withLock(id) {
+                let moved: StagingLog.Location
+                do {
+                    moved = try files.staging.move(location)
+                } catch {
+                    return logger.warning("cannot move \(id) within the staging log: \(error)")
+                }
+                let record = state.withLock { state -> ContentRecord? in
+                    guard state.content[id]?.staged == location else { return nil }
+                    state.content[id]?.staged = moved  // lets the old location go
+                    return state.content[id]
+                }
+                if let record { database.saveContentSoon(id, record) } else { files.staging.letGo(moved) }
+            }
+        }
+        logger.debug("moved \(held.count) file(s) out of staging log segment \(segment)")
+    }
+
     /// Where `piece` of `id` is, when the file rests in the staging log (its bytes there, nil
     /// if they cannot be read); nil when the file is in its cache file (read it there).
     func stagedBytes(of piece: ContentChunker.Piece, in id: ItemID) -> Data?? {

@@ -149,6 +149,7 @@ extension Replica {
                 lastCacheCheck = .now
                 reclaimDeletedContent()
                 enforceCacheBound()
+                tidyStagingLog()
             }
             do {
                 try await pushDue()

@@ -79,7 +79,7 @@ public final class Replica: Sendable {
         do {
             let store = configuration.offline ? UnreachableStore(location: store.location) : store
             container = try ContainerStore(store: store, container: configuration.container)
-            files = try LocalFiles(root: configuration.cacheDirectory)
+            files = try LocalFiles(root: configuration.cacheDirectory, stagingSegmentSize: configuration.stagingSegmentSize)
             database = try StateDatabase(
                 path: files.databasePath, logger: logger, freeSpareSpace: { [files] in files.releaseReserve() })
         } catch {

@@ -15,6 +15,8 @@ public struct ReplicaConfiguration: Sendable {
     public var maximumBatchOperations = 1000
     /// And at most this many chunk references (10,000: about 1 MB of journal entry).
     public var maximumBatchChunks = 10_000
+    /// The size of the staging log's segment files (new small files' bytes, `StagingLog`).
+    public var stagingSegmentSize: UInt64 = 64 << 20
     /// Bound on downloaded content; clean, unpinned, closed files beyond it are evicted,
     /// least recently used first.
     public var cacheSize: UInt64 = 10 << 30

@@ -16,6 +16,12 @@ import Glibc
 /// Who holds a location (a content record) says so: `append` hands one back held, `hold`
 /// takes one again at a start, `letGo` drops it. A location is read only while held.
 /// Segments written before a restart are never appended to again: their end may be torn.
+///
+/// A segment nobody holds is not removed at once but dropped: the database may still name
+/// it (a record's move out of it is saved a moment later), and the replica removes it once
+/// neither memory nor the database does (`Replica.tidyStagingLog`). A segment mostly let go
+/// (`sparseSegments`) has its held pieces moved to the end of the log, so deleted files'
+/// bytes do not stay for as long as one file beside them does.
 final class StagingLog: Sendable {
     struct Location: Hashable, Sendable {
         var segment: UInt32
@@ -30,6 +36,16 @@ final class StagingLog: Sendable {
     private struct Segment {
         var fd: Int32
         var held = 0
+        /// Bytes of the held locations.
+        var heldBytes: UInt64 = 0
+        /// The end of the furthest location known in it.
+        var end: UInt64 = 0
+
+        mutating func count(_ location: Location, as sign: Int) {
+            held += sign
+            heldBytes = sign > 0 ? heldBytes + UInt64(location.size) : heldBytes - min(heldBytes, UInt64(location.size))
+            end = max(end, location.offset + UInt64(location.size))
+        }
     }
 
     private struct State {
@@ -37,6 +53,9 @@ final class StagingLog: Sendable {
         /// The segment appends go to, and where the next one lands in it.
         var appending: (segment: UInt32, end: UInt64)?
         var nextSegment: UInt32
+        /// Segments no one holds, waiting to be removed (`removeDropped`), with their
+        /// descriptors: a reader that found a location just before its move still reads it.
+        var dropped: [UInt32: Int32] = [:]
     }
 
     private let state: Mutex<State>
@@ -51,7 +70,7 @@ final class StagingLog: Sendable {
 
     deinit {
         state.withLock { state in
-            for segment in state.segments.values { close(segment.fd) }
+            for fd in state.segments.values.map(\.fd) + state.dropped.values where fd >= 0 { close(fd) }
         }
     }
 
@@ -73,7 +92,7 @@ final class StagingLog: Sendable {
             let segment = state.appending!.segment
             let location = Location(segment: segment, offset: state.appending!.end, size: UInt32(bytes.count))
             state.appending!.end += UInt64(bytes.count)
-            state.segments[segment]!.held += 1
+            state.segments[segment]!.count(location, as: 1)
             return (location, state.segments[segment]!.fd)
         }
         // Outside the lock: appends to distinct places of one file need no order.
@@ -102,15 +121,16 @@ final class StagingLog: Sendable {
     func hold(_ location: Location) {
         state.withLock { state in
             if state.segments[location.segment] == nil { state.segments[location.segment] = Segment(fd: -1) }
-            state.segments[location.segment]!.held += 1
+            if let fd = state.dropped.removeValue(forKey: location.segment) { state.segments[location.segment]!.fd = fd }
+            state.segments[location.segment]!.count(location, as: 1)
         }
     }
 
-    /// Drops a hold; a segment no longer appended to goes with its last.
+    /// Drops a hold; a segment no longer appended to is dropped with its last.
     func letGo(_ location: Location) {
         state.withLock { state in
             guard state.segments[location.segment] != nil else { return }
-            state.segments[location.segment]!.held -= 1
+            state.segments[location.segment]!.count(location, as: -1)
             removeIfUnheld(location.segment, &state)
         }
     }
@@ -122,8 +142,43 @@ final class StagingLog: Sendable {
         for name in try FileManager.default.contentsOfDirectory(atPath: folder) {
             guard let number = StagingLog.segmentNumber(name), !held.contains(number) else { continue }
             state.withLock { state in
-                if state.appending?.segment != number { forget(number, &state) }
+                if state.appending?.segment != number { drop(number, &state) }
             }
+        }
+        removeDropped(except: [])
+    }
+
+    /// Segments no longer appended to whose held bytes are under half of them (and at least
+    /// a sixteenth of a segment is let go): their held pieces are worth moving (`move`).
+    func sparseSegments() -> [UInt32] {
+        state.withLock { state in
+            state.segments.filter { number, segment in
+                let loose = segment.end - min(segment.end, segment.heldBytes)
+                return number != state.appending?.segment && segment.held > 0
+                    && loose > segment.heldBytes && loose >= segmentSize / 16
+            }.keys.sorted()
+        }
+    }
+
+    /// Appends the bytes at a held location again (at the log's end); the new location
+    /// comes back held, the old one stays held until its holder lets it go.
+    func move(_ location: Location) throws -> Location {
+        try append(try read(location))
+    }
+
+    /// Segments let go and waiting to be removed.
+    var dropped: Set<UInt32> { state.withLock { Set($0.dropped.keys) } }
+
+    /// Removes the dropped segments but those in `named` (still named by a record somewhere).
+    func removeDropped(except named: Set<UInt32>) {
+        let removed = state.withLock { state -> [(UInt32, Int32)] in
+            let removed = state.dropped.filter { !named.contains($0.key) }
+            for number in removed.keys { state.dropped[number] = nil }
+            return removed.map { ($0.key, $0.value) }
+        }
+        for (number, fd) in removed {
+            if fd >= 0 { close(fd) }
+            unlink(path(of: number))
         }
     }
 
@@ -141,7 +196,7 @@ final class StagingLog: Sendable {
     /// The segment's descriptor, opened on first use after a start; nil if it is gone.
     private func descriptor(of segment: UInt32) throws -> Int32? {
         try state.withLock { state throws -> Int32? in
-            guard let known = state.segments[segment] else { return nil }
+            guard let known = state.segments[segment] else { return state.dropped[segment] }
             if known.fd >= 0 { return known.fd }
             let fd = open(path(of: segment), O_RDWR | O_CLOEXEC)
             guard fd >= 0 else { throw Errno(rawValue: errno) }
@@ -152,18 +207,13 @@ final class StagingLog: Sendable {
 
     private func removeIfUnheld(_ segment: UInt32, _ state: inout State) {
         guard let known = state.segments[segment], known.held <= 0, state.appending?.segment != segment else { return }
-        forget(segment, &state)
+        drop(segment, &state)
     }
 
-    /// Closes and removes a segment, on another thread: a record lets its location go
-    /// under the replica's state lock, which holds no file I/O. (Numbers are never reused.)
-    private func forget(_ segment: UInt32, _ state: inout State) {
-        let fd = state.segments.removeValue(forKey: segment)?.fd ?? -1
-        let path = path(of: segment)
-        DispatchQueue.global().async {
-            if fd >= 0 { close(fd) }
-            unlink(path)
-        }
+    /// Marks a segment for removal (a record lets its location go under the replica's state
+    /// lock, which holds no file I/O). Numbers are never reused.
+    private func drop(_ segment: UInt32, _ state: inout State) {
+        state.dropped[segment] = state.segments.removeValue(forKey: segment)?.fd ?? -1
     }
 
     private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {

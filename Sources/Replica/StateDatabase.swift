@@ -535,6 +535,14 @@ package final class StateDatabase: Sendable {
         ])
     }
 
+    /// The staging log segments content records name.
+    func stagedSegments(_ db: Database) throws -> Set<UInt32> {
+        var segments = Set<UInt32>()
+        let rows = try Data.fetchCursor(db, sql: "SELECT staged FROM content WHERE staged IS NOT NULL")
+        while let data = try rows.next() { segments.insert(try StateDatabase.decodeLocation(data).segment) }
+        return segments
+    }
+
     static func encode(_ location: StagingLog.Location) -> Data {
         var data = Data(capacity: 16)
         withUnsafeBytes(of: location.segment.littleEndian) { data.append(contentsOf: $0) }

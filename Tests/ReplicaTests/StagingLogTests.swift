@@ -3,7 +3,8 @@ import Foundation
 import Testing
 
 /// The staging log (`StagingLog`): small files' bytes back to back in segment files, read
-/// back by location, a segment removed with its last hold and never appended to after a start.
+/// back by location, a segment dropped with its last hold (removed when no record names it)
+/// and never appended to after a start, and a mostly let-go segment's pieces moved.
 struct StagingLogTests {
     private func withFolder(_ body: (String) throws -> Void) throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("staging-\(UUID().uuidString)").path
@@ -13,13 +14,6 @@ struct StagingLogTests {
 
     private func segments(in folder: String) throws -> [String] {
         try FileManager.default.contentsOfDirectory(atPath: folder).sorted()
-    }
-
-    /// Segments are removed on another thread: their count once it is `expected` (or after 5 s).
-    private func segmentCount(in folder: String, becoming expected: Int) throws -> Int {
-        let deadline = Date().addingTimeInterval(5)
-        while try segments(in: folder).count != expected, Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
-        return try segments(in: folder).count
     }
 
     @Test("appends lie back to back in one segment and read back whole")
@@ -42,7 +36,7 @@ struct StagingLogTests {
         }
     }
 
-    @Test("a full segment is closed for appends and removed with its last hold")
+    @Test("a full segment is closed for appends, dropped with its last hold, and removed unless named")
     func segmentsRotateAndGo() throws {
         try withFolder { folder in
             let log = try StagingLog(folder: folder, segmentSize: 10_000)
@@ -56,7 +50,13 @@ struct StagingLogTests {
             #expect(try segments(in: folder).count == 2, "a segment went while a location in it was held")
             #expect(try log.read(first[1]) == piece)
             log.letGo(first[1])
-            #expect(try segmentCount(in: folder, becoming: 1) == 1, "a segment nobody holds stayed")
+            #expect(log.dropped == [first[0].segment])
+            #expect(try log.read(first[1]) == piece, "a dropped segment could not be read before its removal")
+            log.removeDropped(except: [first[0].segment])
+            #expect(try segments(in: folder).count == 2, "a segment a record still names was removed")
+            log.removeDropped(except: [])
+            #expect(try segments(in: folder).count == 1, "a segment nobody holds or names stayed")
+            #expect(log.dropped.isEmpty)
             log.letGo(third)
             #expect(try segments(in: folder).count == 1, "the segment appends go to was removed")
             #expect(try log.read(try log.append(piece)) == piece)
@@ -77,12 +77,38 @@ struct StagingLogTests {
             let log = try StagingLog(folder: folder, segmentSize: 30)
             log.hold(kept)
             try log.removeUnheld()
-            #expect(try segmentCount(in: folder, becoming: 1) == 1)
+            #expect(try segments(in: folder).count == 1)
             #expect(try log.read(kept) == piece)
             #expect(throws: (any Error).self) { try log.read(dropped) }
             let next = try log.append(piece)
             #expect(next.segment > dropped.segment, "an append went to a segment written before the start")
             #expect(next.offset == 0)
+        }
+    }
+
+    @Test("a segment mostly let go is sparse; its moved pieces read back and it is dropped")
+    func sparseSegmentsMove() throws {
+        try withFolder { folder in
+            let log = try StagingLog(folder: folder, segmentSize: 16_000)
+            let pieces = (0..<17).map { Data(repeating: UInt8($0), count: 1_000) }
+            let locations = try pieces.map { try log.append($0) }
+            let first = locations[0].segment
+            #expect(locations[15].segment == first && locations[16].segment == first + 1)
+            #expect(log.sparseSegments().isEmpty)
+            for location in locations[0..<8] { log.letGo(location) }
+            #expect(log.sparseSegments().isEmpty, "a segment with as much held as let go was sparse")
+            for location in locations[8..<12] { log.letGo(location) }  // 4,000 held, 12,000 let go
+            #expect(log.sparseSegments() == [first])
+            for (piece, location) in zip(pieces[12..<16], locations[12..<16]) {
+                let moved = try log.move(location)
+                #expect(moved.segment == first + 1)
+                log.letGo(location)
+                #expect(try log.read(moved) == piece)
+            }
+            #expect(log.sparseSegments().isEmpty)
+            #expect(log.dropped == [first])
+            log.removeDropped(except: [])
+            #expect(try segments(in: folder).count == 1)
         }
     }
 
