@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import Synchronization
 import SystemPackage
@@ -74,21 +75,15 @@ final class StagingLog: Sendable {
         }
     }
 
-    /// Appends `bytes` as one piece; the location comes back held.
+    /// Appends `bytes` as one piece; the location comes back held. Throws when no segment
+    /// can be made (the disk is full: each segment's space is taken when it is made).
     func append(_ bytes: Data) throws -> Location {
         let (location, fd) = try state.withLock { state throws -> (Location, Int32) in
             if let appending = state.appending, appending.end > 0, appending.end + UInt64(bytes.count) > segmentSize {
                 state.appending = nil
                 removeIfUnheld(appending.segment, &state)
             }
-            if state.appending == nil {
-                let number = state.nextSegment
-                let fd = open(path(of: number), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-                guard fd >= 0 else { throw Errno(rawValue: errno) }
-                state.nextSegment += 1
-                state.segments[number] = Segment(fd: fd)
-                state.appending = (number, 0)
-            }
+            if state.appending == nil { try startSegment(&state) }
             let segment = state.appending!.segment
             let location = Location(segment: segment, offset: state.appending!.end, size: UInt32(bytes.count))
             state.appending!.end += UInt64(bytes.count)
@@ -136,16 +131,23 @@ final class StagingLog: Sendable {
     }
 
     /// At a start, once every record's location is held: removes the segments none holds
-    /// (written before a crash by files whose records were never saved).
+    /// (written before a crash by files whose records were never saved), and gives back the
+    /// space the last one took ahead beyond its end (it is never appended to again).
     func removeUnheld() throws {
         let held = state.withLock { Set($0.segments.filter { $0.value.held > 0 }.keys) }
-        for name in try FileManager.default.contentsOfDirectory(atPath: folder) {
-            guard let number = StagingLog.segmentNumber(name), !held.contains(number) else { continue }
+        let numbers = try FileManager.default.contentsOfDirectory(atPath: folder).compactMap(StagingLog.segmentNumber)
+        for number in numbers where !held.contains(number) {
             state.withLock { state in
                 if state.appending?.segment != number { drop(number, &state) }
             }
         }
         removeDropped(except: [])
+        if let last = numbers.max(), held.contains(last), let fd = try descriptor(of: last) {
+            var info = stat()
+            // A truncate to its own size frees the blocks past the end (a hole punched
+            // there does not, on ext4).
+            if fstat(fd, &info) == 0 { _ = ftruncate(fd, info.st_size) }
+        }
     }
 
     /// Segments no longer appended to whose held bytes are under half of them (and at least
@@ -203,6 +205,24 @@ final class StagingLog: Sendable {
             state.segments[segment]!.fd = fd
             return fd
         }
+    }
+
+    /// A new segment to append to, its space taken now (`fallocate`, its size unchanged):
+    /// a small file's close, which no one can be told of a failure at, then never meets a
+    /// full disk; the create of a file kept in memory checks there is room for a new one.
+    private func startSegment(_ state: inout State) throws {
+        let number = state.nextSegment
+        let fd = open(path(of: number), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Errno(rawValue: errno) }
+        if CLinux.fallocate(fd, ICLOUDFS_FALLOC_FL_KEEP_SIZE, 0, off_t(segmentSize)) != 0, errno != EOPNOTSUPP {
+            let error = Errno(rawValue: errno)
+            close(fd)
+            unlink(path(of: number))
+            throw error
+        }
+        state.nextSegment += 1
+        state.segments[number] = Segment(fd: fd)
+        state.appending = (number, 0)
     }
 
     private func removeIfUnheld(_ segment: UInt32, _ state: inout State) {

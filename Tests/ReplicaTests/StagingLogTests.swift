@@ -1,5 +1,6 @@
 import Foundation
 @testable import Replica
+import SystemPackage
 import Testing
 
 /// The staging log (`StagingLog`): small files' bytes back to back in segment files, read
@@ -109,6 +110,31 @@ struct StagingLogTests {
             #expect(log.dropped == [first])
             log.removeDropped(except: [])
             #expect(try segments(in: folder).count == 1)
+        }
+    }
+
+    @Test("a segment takes its space when it is made, and the last gives back what it did not use at a start")
+    func segmentsReserveTheirSpace() throws {
+        try withFolder { folder in
+            func allocated() throws -> [Int] {
+                try segments(in: folder).map { name in
+                    var info = stat()
+                    guard stat("\(folder)/\(name)", &info) == 0 else { throw Errno(rawValue: errno) }
+                    return Int(info.st_blocks) * 512
+                }
+            }
+            let piece = Data(repeating: 3, count: 10_000)
+            let location: StagingLog.Location
+            do {
+                let before = try StagingLog(folder: folder, segmentSize: 1 << 20)
+                location = try before.append(piece)
+                #expect(try allocated().first ?? 0 >= 1 << 20, "a new segment did not take its space")
+            }
+            let log = try StagingLog(folder: folder, segmentSize: 1 << 20)
+            log.hold(location)
+            try log.removeUnheld()
+            #expect(try allocated().first ?? .max < 1 << 19, "the space past the last segment's end stayed taken")
+            #expect(try log.read(location) == piece)
         }
     }
 
