@@ -21,6 +21,9 @@ public enum CrashPoint: String, Sendable {
     case repackAppended = "repack-appended"
     /// A collection's sweep deleted its first pack, not the rest.
     case sweepStarted = "sweep-started"
+    /// The staging log's pass moved a segment's held pieces to its end and removed the
+    /// segments no record names; the records of the moves are saved or waiting.
+    case stagingCompacted = "staging-compacted"
 
     private static let armed: (point: CrashPoint, count: Int)? = {
         guard let value = ProcessInfo.processInfo.environment["ICLOUDFS_CRASH_AT"], !value.isEmpty else { return nil }

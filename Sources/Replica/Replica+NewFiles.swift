@@ -144,7 +144,9 @@ extension Replica {
     /// memory nor the database names them (a record's move out is saved a moment after it
     /// is made: a crash before that finds the segment still there).
     func tidyStagingLog() {
-        if let sparse = files.staging.sparseSegments().first { compactStagingSegment(sparse) }
+        let sparse = files.staging.sparseSegments().first
+        if let sparse { compactStagingSegment(sparse) }
+        defer { if sparse != nil { CrashPoint.stagingCompacted.reach() } }
         let dropped = files.staging.dropped
         guard !dropped.isEmpty else { return }
         do {
