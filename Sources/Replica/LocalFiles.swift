@@ -24,7 +24,7 @@ struct LocalFiles: Sendable {
     /// Where new small files' bytes rest instead of a cache file each.
     let staging: StagingLog
 
-    init(root: String, stagingSegmentSize: UInt64 = 64 << 20) throws {
+    init(root: String, stagingSegmentSize: UInt64) throws {
         self.root = root
         let letters = try LocalFiles.prepareContentFolders(in: root)
         contentFolderLetters = letters
