@@ -22,6 +22,10 @@ public struct DeviceView: Sendable {
     private var contentOwner: [ItemID: Int64] = [:]
     /// Items the speculative fold of `pending` touched (their view may differ from `synced`).
     private var speculativelyChanged: Set<ItemID> = []
+    /// Queued changes whose fold in the view made a decision (a name taken, a folder
+    /// revived, an operation skipped or redirected): while one is queued, a landing replays
+    /// the queue.
+    private var decided: Set<Int64> = []
     /// This device's name, for the conflict copies the view predicts.
     public let device: String
 
@@ -65,9 +69,20 @@ public struct DeviceView: Sendable {
     /// Queues a change and shows it in the view at once.
     @discardableResult
     public mutating func append(_ change: LocalChange) -> FoldOutcome {
+        assert(pending.last.map { $0.localID < change.localID } ?? true, "the queue is in local id order")
         pending.append(change)
-        return applySpeculatively(change, at: syncedHead + UInt64(pending.count))
+        return applySpeculatively(change)
     }
+
+    /// The journal number a queued change is folded at in the view: above any real one, and
+    /// its own for as long as it is queued (local ids only grow), so that when earlier
+    /// changes land the versions it wrote stay as they are (`landInPlace`). `icloudfs
+    /// versions` shows it until the change lands.
+    public static func provisionalSeq(of localID: Int64) -> UInt64 {
+        provisionalBase + UInt64(localID)
+    }
+
+    public static let provisionalBase: UInt64 = 1 << 62
 
     /// Folds `update` (a new file's content at its close, attributes set after `tar x` or
     /// `cp -a` made an item) into the item's queued create: one change per new item instead
@@ -159,10 +174,12 @@ public struct DeviceView: Sendable {
         var result = RemoteOutcome()
         result.changed = folded.changed
         result.outcomes = folded.outcomes
+        let landsInPlace = ourBatch.map { canLandInPlace(folded, ourBatch: $0) } ?? false
         if let ourBatch, let seq = folded.ourBatchSeq {
             let done = Set(ourBatch.localIDs)
             pending.removeAll { done.contains($0.localID) }
             for id in ourBatch.localIDs { landed[id] = seq }
+            decided.subtract(done)
             result.landedBatch = true
         }
         syncedHead = synced.head
@@ -172,6 +189,12 @@ public struct DeviceView: Sendable {
         if landed.count > DeviceView.landedKept + DeviceView.landedKept / 4, let newest = landed.keys.max() {
             let cutoff = newest - Int64(DeviceView.landedKept)
             landed = landed.filter { $0.key > cutoff }
+        }
+        if landsInPlace, let ourBatch, let landedInPlace = landInPlace(ourBatch, changed: folded.changed, on: synced) {
+            result.previous = landedInPlace
+            assert(matchesFullReplay(on: synced), "the batch landed in place differs from a full replay")
+            result.changed = result.changed.filter { !Item.sameApartFromVersions(landedInPlace[$0], view.items[$0]) }
+            return result
         }
         // Only items the journal or a queued change touched can differ between the view and
         // the synced tree: the view is rebuilt from those alone (a pull costs what it
@@ -192,6 +215,71 @@ public struct DeviceView: Sendable {
     }
 
     // MARK: - Internals
+
+    /// Whether the landing of `ourBatch` can leave the queue's other changes folded as they
+    /// are: it is all the entries brought, and neither its fold into the synced tree nor any
+    /// fold in the view made a decision. Then the batch, folded as one entry, left the same
+    /// items named, placed and filled as its changes folded in the view did; only its
+    /// journal number, the times the entry stamps (of the content, a deletion, a past
+    /// version's replacement) and whether new content is still on its way (a push marks
+    /// large content so, metadata first) differ. The other changes folded at their own
+    /// numbers, and such values never pass from one item to another in a fold without
+    /// decisions.
+    private func canLandInPlace(_ folded: FoldedEntries, ourBatch: Batch) -> Bool {
+        guard folded.ourBatchSeq != nil, folded.outcomes.count == 1, decided.isEmpty else { return false }
+        return !folded.outcomes[0].madeDecisions
+    }
+
+    /// Lands `batch` (already out of the queue) without replaying the queue: each item the
+    /// entry changed takes the synced tree's state if no queued change wrote it since (every
+    /// write stamps the item's `version`), else keeps the view's state with the batch's
+    /// provisional numbers and times replaced by the entry's. Returns the items as they were
+    /// before, or nil (nothing changed) when an item does not fit this: then the queue is
+    /// replayed.
+    private mutating func landInPlace(_ batch: Batch, changed: Set<ItemID>, on synced: Tree) -> [ItemID: Item]? {
+        let batchSeqs = Set(batch.localIDs.map(DeviceView.provisionalSeq))
+        var previous: [ItemID: Item] = [:]
+        var updated: [Item] = []
+        var settled: [ItemID] = []
+        for id in changed {
+            guard let old = view.items[id], let new = synced.item(id) else { return nil }
+            previous[id] = old
+            if batchSeqs.contains(old.version) {
+                updated.append(new)
+                settled.append(id)
+                continue
+            }
+            // A queued change wrote it after the batch. A deletion both made is ambiguous
+            // (the batch's, whose time moves, or the later change's): replay.
+            guard old.deletion == nil || new.deletion == nil else { return nil }
+            var item = old
+            if batchSeqs.contains(old.contentVersion) {
+                (item.contentVersion, item.contentTime, item.contentDevice) = (new.contentVersion, new.contentTime, new.contentDevice)
+                item.isContentPending = new.isContentPending
+            }
+            // The past versions up to the batch are the entry's; those after, the queue's,
+            // the first of which may be the batch's content.
+            let kept = new.history ?? []
+            let all = old.history ?? []
+            guard all.count >= kept.count else { return nil }
+            let later = all[kept.count...].map { past in
+                guard batchSeqs.contains(past.seq) else { return past }
+                var past = past
+                (past.seq, past.time) = (new.contentVersion, new.contentTime ?? new.mtime)
+                return past
+            }
+            item.history = kept.isEmpty && later.isEmpty ? nil : kept + later
+            updated.append(item)
+        }
+        for item in updated { view.store(item) }
+        let batchIDs = Set(batch.localIDs)
+        for id in changed where contentOwner[id].map(batchIDs.contains) == true { contentOwner[id] = nil }
+        // Where the view now equals the synced tree, no queued change wrote the item.
+        speculativelyChanged.subtract(settled)
+        view.head = pending.last.map { DeviceView.provisionalSeq(of: $0.localID) } ?? synced.head
+        view.policy = synced.policy
+        return previous
+    }
 
     /// Items an expiry removed from the synced tree (tombstones past the retention period)
     /// that queued changes still name: an edit or rename of one made here before this device
@@ -259,9 +347,8 @@ public struct DeviceView: Sendable {
         view.reset(touched, to: synced)
         contentOwner = [:]
         speculativelyChanged = []
-        for (index, change) in pending.enumerated() {
-            applySpeculatively(change, at: syncedHead + UInt64(index + 1))
-        }
+        decided = []
+        for change in pending { applySpeculatively(change) }
     }
 
     /// The commit id of a queued change folded into the view: the fold does not read it, and
@@ -269,7 +356,8 @@ public struct DeviceView: Sendable {
     private static let speculativeCommitID = "local"
 
     @discardableResult
-    private mutating func applySpeculatively(_ change: LocalChange, at virtualSeq: UInt64) -> FoldOutcome {
+    private mutating func applySpeculatively(_ change: LocalChange) -> FoldOutcome {
+        let seq = DeviceView.provisionalSeq(of: change.localID)
         // Locally the device's own change wins: it is shown as made, whatever arrived since.
         // Only the journal decides conflicts, so the view never holds a conflict copy with an
         // id the journal will not have.
@@ -279,11 +367,12 @@ public struct DeviceView: Sendable {
         }
         let commit = Commit(
             commitID: DeviceView.speculativeCommitID, device: device, deviceID: "", time: change.time, ops: ops)
-        let outcome = view.apply(commit, seq: virtualSeq)
+        let outcome = view.apply(commit, seq: seq)
         speculativelyChanged.formUnion(outcome.changed)
+        if outcome.madeDecisions { decided.insert(change.localID) }
         for op in ops {
             let id = op.itemID
-            if view.item(id)?.contentVersion == virtualSeq { contentOwner[id] = change.localID }
+            if view.item(id)?.contentVersion == seq { contentOwner[id] = change.localID }
         }
         return outcome
     }

@@ -9,6 +9,12 @@ public struct FoldOutcome: Sendable {
     public var rejected: [String] = []
     /// Decisions worth knowing: conflict copies made, deletes declined, items revived.
     public var notes: [String] = []
+    /// An operation based on a version a conflict copy now holds went to the copy.
+    public var redirected = false
+
+    /// Whether the fold decided anything (a note, a rejection, a redirect to a copy): a fold
+    /// that did not placed and named items as the operations say.
+    public var madeDecisions: Bool { !notes.isEmpty || !rejected.isEmpty || redirected }
 
     public init(seq: UInt64) { self.seq = seq }
 }
@@ -175,6 +181,7 @@ extension Tree {
                 // Based on a version that now lives in a conflict copy: continue there.
                 var redirected = op
                 redirected.id = copy.id
+                fold.outcome.redirected = true
                 return update(redirected, &fold, origin: op.id)
             }
             return makeConflictCopy(of: item, with: op, content: content, &fold)
@@ -298,6 +305,7 @@ extension Tree {
             }
             if let copy = copy(of: op.id, holding: op.base) {
                 // The deleting device saw a version that now lives in this copy.
+                fold.outcome.redirected = true
                 return delete(.init(id: copy.id, base: op.base), &fold)
             }
             return fold.note("\(op.id) changed since version \(op.base); the delete is declined")

@@ -31,7 +31,9 @@ struct VersionsCommand: AsyncParsableCommand {
         for version in versions {
             let time = Date(timeIntervalSince1970: TimeInterval(version.time.seconds))
             print(
-                String(version.seq).padding(8), HistoryAttributes.localTime(time).padding(20),
+                // A version still queued here has a provisional number until it lands.
+                (version.seq >= DeviceView.provisionalBase ? "queued" : String(version.seq)).padding(8),
+                HistoryAttributes.localTime(time).padding(20),
                 version.device.padding(16), "\(version.size)\(version.current ? "  (current)" : "")")
         }
     }

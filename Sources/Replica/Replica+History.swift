@@ -4,7 +4,7 @@ import Foundation
 /// One content version of a file, as `icloudfs versions` lists it.
 public struct FileVersion: Codable, Sendable, Equatable {
     /// The journal entry that made it (in the device's view, a change still queued here has
-    /// a provisional number until it lands).
+    /// a provisional number, `DeviceView.provisionalSeq`, until it lands).
     public var seq: UInt64
     public var time: Timestamp
     public var device: String

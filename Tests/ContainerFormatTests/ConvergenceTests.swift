@@ -141,11 +141,13 @@ struct Simulation {
 }
 
 struct ConvergenceTests {
-    /// Fixed seeds, plus random ones (3, or ICLOUDFS_EXTRA_SEEDS for a longer soak).
+    /// Fixed seeds, plus random ones (3, or ICLOUDFS_EXTRA_SEEDS for a longer soak), or the
+    /// one ICLOUDFS_TEST_SEED names (to replay a printed seed).
     static let seeds: [UInt64] = [1, 2, 3, 42, 1234, 99_991]
-        + (0..<(Int(ProcessInfo.processInfo.environment["ICLOUDFS_EXTRA_SEEDS"] ?? "") ?? 3)).map { _ in
-            UInt64.random(in: 0...UInt64.max)
-        }
+        + (ProcessInfo.processInfo.environment["ICLOUDFS_TEST_SEED"].flatMap(UInt64.init).map { [$0] }
+            ?? (0..<(Int(ProcessInfo.processInfo.environment["ICLOUDFS_EXTRA_SEEDS"] ?? "") ?? 3)).map { _ in
+                UInt64.random(in: 0...UInt64.max)
+            })
 
     @Test("three devices converge to identical trees and no written version is lost", arguments: seeds)
     func converge(seed: UInt64) {

@@ -397,6 +397,53 @@ struct FoldTests {
         #expect(synced.conflictCopies(of: ItemID("f")).isEmpty)
     }
 
+    @Test("the device's own batch lands in place: only its items change, the queue after it keeps the numbers it was folded at")
+    func ownBatchLandsInPlace() {
+        var journal = Journal()
+        journal.commit("b", at: 100, [folder("d", "docs"), file("e", "e.txt", in: ItemID("d"), "old")])
+        var synced = journal.tree
+        var device = DeviceView(device: "a", synced: synced)
+        func queue(_ localID: Int64, _ ops: [(ItemOperation, BaseVersion?)]) {
+            device.append(device.makeChange(localID: localID, time: Timestamp(seconds: 200 + localID), ops))
+        }
+        queue(1, [(file("f", "f.txt", in: ItemID("d"), "one"), nil), (file("p", "p.bin", "large"), nil)])
+        queue(2, [(ItemOperation.delete(.init(id: ItemID("e"), base: 0)).stamped(Timestamp(seconds: 202)), device.base(of: ItemID("e")))])
+        queue(3, [(edit("f", base: 0, "two"), device.base(of: ItemID("f")))])
+        queue(4, [(file("g", "g.txt", in: ItemID("d"), "three"), nil)])
+        queue(5, [(.update(.init(id: ItemID("f"), base: 0, mode: 0o600)), nil)])
+        queue(6, [(.update(.init(id: ItemID("p"), base: 0, mode: 0o600)), nil)])
+        let batch = Batch(commitID: "push-1", localIDs: [1, 2])
+        var ours = device.commit(for: batch, device: "a", deviceID: "a", seq: 2)
+        // Pushed metadata first, as a push does large content: its chunks are on their way.
+        ours.ops = ours.ops.map { $0.itemID == ItemID("p") ? $0.markingContentPending() : $0 }
+        let folded = synced.fold([(2, ours)], ourBatch: batch)
+        let outcome = device.land(folded, on: synced, ourBatch: batch)
+        #expect(outcome.landedBatch && device.pending.map(\.localID) == [3, 4, 5, 6])
+        // Only the entry's items were looked at (a replay of the queue rebuilds g too).
+        #expect(Set(outcome.previous.keys) == folded.changed)
+        #expect(!folded.changed.contains(ItemID("g")))
+        #expect(device.view == DeviceView(device: "a", synced: synced, pending: device.pending, landed: device.landed).view)
+        // f's first version is the entry's now, its second still queued; g and the folder
+        // keep the numbers the queue folded them at.
+        let f = device.view.liveItem(ItemID("f"))
+        #expect(f?.history?.map(\.seq) == [2] && f?.history?.first?.time == Timestamp(seconds: 201))
+        #expect(f?.contentVersion == DeviceView.provisionalSeq(of: 3) && f?.version == DeviceView.provisionalSeq(of: 5))
+        #expect(device.base(of: ItemID("f")) == .pending(3))
+        #expect(device.view.item(ItemID("g"))?.version == DeviceView.provisionalSeq(of: 4))
+        #expect(device.view.item(ItemID("d"))?.version == DeviceView.provisionalSeq(of: 4))
+        #expect(device.view.item(ItemID("e"))?.deletion?.time == Timestamp(seconds: 201))
+        #expect(device.view.item(ItemID("p"))?.isContentPending == true && device.view.item(ItemID("p"))?.mode == 0o600)
+        // Only p looks different: its content is now on its way to the store.
+        #expect(outcome.changed == [ItemID("p")])
+        // An entry of another device's is folded under the queue again: then everything the
+        // queue touched is rebuilt.
+        let theirs = Commit(commitID: "b-2", device: "b", deviceID: "b", time: Timestamp(seconds: 300), ops: [file("h", "h.txt", "four")])
+        let pulled = synced.fold([(3, theirs)], ourBatch: nil)
+        let after = device.land(pulled, on: synced, ourBatch: nil)
+        #expect(after.previous.keys.contains(ItemID("g")))
+        #expect(device.view == DeviceView(device: "a", synced: synced, pending: device.pending, landed: device.landed).view)
+    }
+
     @Test("an edit beats a concurrent delete, in either order")
     func editBeatsDelete() {
         var first = Journal()
