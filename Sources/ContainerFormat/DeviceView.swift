@@ -16,7 +16,9 @@ public struct DeviceView: Sendable {
     /// How many recent local changes keep their landing number (see `landed`).
     public static let landedKept = 10_000
 
-    /// The journal numbers at which this device's recent changes landed.
+    /// The journal numbers at which this device's recent changes landed: what a change
+    /// based on one of them is based on. 0 for one whose content did not stay where it was
+    /// put (`wroteItsContent`).
     public private(set) var landed: [Int64: UInt64]
     /// Items whose content in `view` was set by a pending change, by that change's id.
     private var contentOwner: [ItemID: Int64] = [:]
@@ -177,8 +179,10 @@ public struct DeviceView: Sendable {
         let landsInPlace = ourBatch.map { canLandInPlace(folded, ourBatch: $0) } ?? false
         if let ourBatch, let seq = folded.ourBatchSeq {
             let done = Set(ourBatch.localIDs)
+            for change in pending.prefix(ourBatch.localIDs.count) {
+                landed[change.localID] = DeviceView.wroteItsContent(change, at: seq, in: synced) ? seq : 0
+            }
             pending.removeAll { done.contains($0.localID) }
-            for id in ourBatch.localIDs { landed[id] = seq }
             decided.subtract(done)
             result.landedBatch = true
         }
@@ -215,6 +219,30 @@ public struct DeviceView: Sendable {
     }
 
     // MARK: - Internals
+
+    /// Whether each content `change` set is where a later change based on it will look for
+    /// it: the item holds it at `seq`, or (the fold redirected it there) a copy of the item
+    /// that a base of `seq` leads to does. Not when the fold made it a conflict copy, or a
+    /// later operation of the same entry replaced it: the item's version `seq` is then not
+    /// what the device saw, and a change based on it must conflict (its base is recorded as
+    /// 0), not replace that version unseen.
+    static func wroteItsContent(_ change: LocalChange, at seq: UInt64, in synced: Tree) -> Bool {
+        change.ops.allSatisfy { op in
+            let content: Content
+            switch op {
+            case .create(let create): content = create.content
+            case .update(let update):
+                guard let updated = update.content else { return true }
+                content = updated
+            case .move, .delete: return true
+            }
+            guard let item = synced.item(op.itemID) else { return false }
+            if item.contentVersion == seq { return item.chunks == content.chunks }
+            return synced.conflictCopies(of: item.id).contains {
+                $0.contentVersion == seq && $0.contentFrom == item.id && $0.chunks == content.chunks
+            }
+        }
+    }
 
     /// Whether the landing of `ourBatch` can leave the queue's other changes folded as they
     /// are: it is all the entries brought, and neither its fold into the synced tree nor any

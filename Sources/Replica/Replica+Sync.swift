@@ -289,7 +289,7 @@ extension Replica {
             let changes = outcome.changed.isEmpty ? [] : itemChanges(outcome.changed, previous: { outcome.previous[$0] }, state)
             return AppliedEntries(
                 outcome: outcome, landed: landed, owed: owed, owedBefore: state.owed, syncedChanges: syncedChanges,
-                synced: tree, landedSeq: landed?.localIDs.first.flatMap { state.device.landed[$0] },
+                synced: tree, landedSeqs: landed?.localIDs.compactMap { id in state.device.landed[id].map { (id, $0) } } ?? [],
                 pendingBefore: pendingBefore, landedBefore: landedBefore, queuedAfter: state.device.pending.count,
                 events: events, changes: changes)
         }
@@ -306,9 +306,7 @@ extension Replica {
             if let landed = applied.landed {
                 if let last = landed.localIDs.max() { try database.deletePending(through: last, db) }
                 try database.setMeta("inFlight", nil, db)
-                if let seq = applied.landedSeq {
-                    try database.recordLanded(landed.localIDs, seq: seq, keep: DeviceView.landedKept, db)
-                }
+                try database.recordLanded(applied.landedSeqs, keep: DeviceView.landedKept, db)
             }
         }
         try state.withLock { state throws(ReplicaError) in
@@ -343,7 +341,8 @@ extension Replica {
         var syncedChanges: Set<ItemID>
         /// The synced tree after the entries (a copy that shares storage: only a pull changes it).
         var synced: Tree
-        var landedSeq: UInt64?
+        /// Where each change of the batch landed (0: its content did not stay where it was put).
+        var landedSeqs: [(Int64, UInt64)]
         var pendingBefore: [LocalChange]
         var landedBefore: [Int64: UInt64]
         /// The queue's length after the entries were applied.

@@ -324,12 +324,12 @@ package final class StateDatabase: Sendable {
         return landed
     }
 
-    /// Records that changes `localIDs` landed as entry `seq`, keeping those of the newest
-    /// `keep` local ids (ids only grow).
-    func recordLanded(_ localIDs: [Int64], seq: UInt64, keep: Int, _ db: Database) throws {
+    /// Records where changes landed (their entry's number, or 0: `DeviceView.landed`),
+    /// keeping those of the newest `keep` local ids (ids only grow).
+    func recordLanded(_ landed: [(localID: Int64, seq: UInt64)], keep: Int, _ db: Database) throws {
         let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO landed (local_id, seq) VALUES (?, ?)")
-        for id in localIDs { try insert.execute(arguments: [id, Int64(seq)]) }
-        guard let newest = localIDs.max() else { return }
+        for (id, seq) in landed { try insert.execute(arguments: [id, Int64(seq)]) }
+        guard let newest = landed.map(\.localID).max() else { return }
         try db.cachedStatement(sql: "DELETE FROM landed WHERE local_id <= ?").execute(arguments: [newest - Int64(keep)])
     }
 

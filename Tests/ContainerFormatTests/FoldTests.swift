@@ -444,6 +444,40 @@ struct FoldTests {
         #expect(device.view == DeviceView(device: "a", synced: synced, pending: device.pending, landed: device.landed).view)
     }
 
+    @Test("an edit based on this device's own edit that became a conflict copy conflicts too: it never replaces unseen the version another edit of the same entry put there")
+    func editBasedOnAConflictedEditConflicts() {
+        var journal = Journal()
+        journal.commit("b", at: 100, [file("x", "notes.md", "first")])
+        journal.commit("b", at: 110, [edit("x", base: 1, "b's edit")])
+        journal.commit("a", at: 120, [edit("x", base: 1, "a's edit")])  // a conflict copy of x, made at 3
+        var synced = journal.tree
+        let copy = synced.conflictCopies(of: ItemID("x"))[0].id
+        var device = DeviceView(device: "a", synced: synced)
+        func queue(_ localID: Int64, _ ops: [(ItemOperation, BaseVersion?)]) {
+            device.append(device.makeChange(localID: localID, time: Timestamp(seconds: 200 + localID), ops))
+        }
+        // Saved on the line of edits that continues in the copy (based on 3: the fold puts it
+        // there), then the copy edited as the device saw it (based on 3 too: a conflict), then
+        // edited again, based on that last edit.
+        queue(1, [(edit("x", base: 0, "saved again"), .seq(3))])
+        queue(2, [(edit(copy.rawValue, base: 0, "the copy edited"), .seq(3))])
+        queue(3, [(edit(copy.rawValue, base: 0, "the copy edited twice"), device.base(of: copy))])
+        #expect(device.base(of: copy) == .pending(3))
+        let batch = Batch(commitID: "push-1", localIDs: [1, 2])
+        let ours = device.commit(for: batch, device: "a", deviceID: "a", seq: 4)
+        let folded = synced.fold([(4, ours)], ourBatch: batch)
+        _ = device.land(folded, on: synced, ourBatch: batch)
+        #expect(synced.item(copy)?.chunks == content("saved again").chunks)
+        #expect(device.landed[1] == 4 && device.landed[2] == 0)
+        let next = device.commit(for: Batch(commitID: "push-2", localIDs: [3]), device: "a", deviceID: "a", seq: 5)
+        _ = synced.apply(next, seq: 5)
+        // Every version written is still there.
+        let held = Set(synced.allItems.filter { !$0.deleted }.map(\.chunks))
+        for text in ["b's edit", "saved again", "the copy edited", "the copy edited twice"] {
+            #expect(held.contains(content(text).chunks), "\(text) was lost")
+        }
+    }
+
     @Test("an edit beats a concurrent delete, in either order")
     func editBeatsDelete() {
         var first = Journal()
