@@ -28,6 +28,13 @@ struct Journal {
     }
 }
 
+extension DeviceView {
+    /// Queues a change of `ops` made at second 1,000 + `localID`, as a device's requests do.
+    mutating func queue(_ localID: Int64, _ ops: [(ItemOperation, BaseVersion?)]) {
+        append(makeChange(localID: localID, time: Timestamp(seconds: 1_000 + localID), ops))
+    }
+}
+
 func content(_ text: String) -> Content {
     let data = Data(text.utf8)
     return Content(size: UInt64(data.count), chunks: [ChunkRef(hash: ChunkHash(of: data), size: UInt32(data.count))])
@@ -369,11 +376,8 @@ struct FoldTests {
     func changeQueuedBetweenFoldAndLanding() {
         var synced = Tree()
         var device = DeviceView(device: "a", synced: synced)
-        func queue(_ localID: Int64, _ ops: [(ItemOperation, BaseVersion?)]) {
-            device.append(device.makeChange(localID: localID, time: Timestamp(seconds: 100 + localID), ops))
-        }
-        queue(1, [(file("f", "f.txt", "one"), nil)])
-        queue(2, [(file("g", "g.txt", "two"), nil)])
+        device.queue(1, [(file("f", "f.txt", "one"), nil)])
+        device.queue(2, [(file("g", "g.txt", "two"), nil)])
         let batch = Batch(commitID: "push-1", localIDs: [1])
         let ours = device.commit(for: batch, device: "a", deviceID: "a", seq: 1)
         let theirs = Commit(commitID: "b-1", device: "b", deviceID: "b", time: Timestamp(seconds: 150), ops: [file("h", "h.txt", "three")])
@@ -382,7 +386,7 @@ struct FoldTests {
         let folded = synced.fold([(1, ours), (2, theirs)], ourBatch: batch)
         #expect(folded.ourBatchSeq == 1 && folded.changed.isSuperset(of: [ItemID("f"), ItemID("h")]))
         #expect(device.base(of: ItemID("f")) == .pending(1))
-        queue(3, [(edit("f", base: 0, "one, edited"), device.base(of: ItemID("f")))])
+        device.queue(3, [(edit("f", base: 0, "one, edited"), device.base(of: ItemID("f")))])
         let outcome = device.land(folded, on: synced, ourBatch: batch)
         #expect(outcome.landedBatch)
         #expect(device.pending.map(\.localID) == [2, 3])
@@ -403,15 +407,12 @@ struct FoldTests {
         journal.commit("b", at: 100, [folder("d", "docs"), file("e", "e.txt", in: ItemID("d"), "old")])
         var synced = journal.tree
         var device = DeviceView(device: "a", synced: synced)
-        func queue(_ localID: Int64, _ ops: [(ItemOperation, BaseVersion?)]) {
-            device.append(device.makeChange(localID: localID, time: Timestamp(seconds: 200 + localID), ops))
-        }
-        queue(1, [(file("f", "f.txt", in: ItemID("d"), "one"), nil), (file("p", "p.bin", "large"), nil)])
-        queue(2, [(ItemOperation.delete(.init(id: ItemID("e"), base: 0)).stamped(Timestamp(seconds: 202)), device.base(of: ItemID("e")))])
-        queue(3, [(edit("f", base: 0, "two"), device.base(of: ItemID("f")))])
-        queue(4, [(file("g", "g.txt", in: ItemID("d"), "three"), nil)])
-        queue(5, [(.update(.init(id: ItemID("f"), base: 0, mode: 0o600)), nil)])
-        queue(6, [(.update(.init(id: ItemID("p"), base: 0, mode: 0o600)), nil)])
+        device.queue(1, [(file("f", "f.txt", in: ItemID("d"), "one"), nil), (file("p", "p.bin", "large"), nil)])
+        device.queue(2, [(ItemOperation.delete(.init(id: ItemID("e"), base: 0)).stamped(Timestamp(seconds: 1_002)), device.base(of: ItemID("e")))])
+        device.queue(3, [(edit("f", base: 0, "two"), device.base(of: ItemID("f")))])
+        device.queue(4, [(file("g", "g.txt", in: ItemID("d"), "three"), nil)])
+        device.queue(5, [(.update(.init(id: ItemID("f"), base: 0, mode: 0o600)), nil)])
+        device.queue(6, [(.update(.init(id: ItemID("p"), base: 0, mode: 0o600)), nil)])
         let batch = Batch(commitID: "push-1", localIDs: [1, 2])
         var ours = device.commit(for: batch, device: "a", deviceID: "a", seq: 2)
         // Pushed metadata first, as a push does large content: its chunks are on their way.
@@ -426,12 +427,12 @@ struct FoldTests {
         // f's first version is the entry's now, its second still queued; g and the folder
         // keep the numbers the queue folded them at.
         let f = device.view.liveItem(ItemID("f"))
-        #expect(f?.history?.map(\.seq) == [2] && f?.history?.first?.time == Timestamp(seconds: 201))
+        #expect(f?.history?.map(\.seq) == [2] && f?.history?.first?.time == Timestamp(seconds: 1_001))
         #expect(f?.contentVersion == DeviceView.provisionalSeq(of: 3) && f?.version == DeviceView.provisionalSeq(of: 5))
         #expect(device.base(of: ItemID("f")) == .pending(3))
         #expect(device.view.item(ItemID("g"))?.version == DeviceView.provisionalSeq(of: 4))
         #expect(device.view.item(ItemID("d"))?.version == DeviceView.provisionalSeq(of: 4))
-        #expect(device.view.item(ItemID("e"))?.deletion?.time == Timestamp(seconds: 201))
+        #expect(device.view.item(ItemID("e"))?.deletion?.time == Timestamp(seconds: 1_001))
         #expect(device.view.item(ItemID("p"))?.isContentPending == true && device.view.item(ItemID("p"))?.mode == 0o600)
         // Only p looks different: its content is now on its way to the store.
         #expect(outcome.changed == [ItemID("p")])
@@ -453,15 +454,12 @@ struct FoldTests {
         var synced = journal.tree
         let copy = synced.conflictCopies(of: ItemID("x"))[0].id
         var device = DeviceView(device: "a", synced: synced)
-        func queue(_ localID: Int64, _ ops: [(ItemOperation, BaseVersion?)]) {
-            device.append(device.makeChange(localID: localID, time: Timestamp(seconds: 200 + localID), ops))
-        }
         // Saved on the line of edits that continues in the copy (based on 3: the fold puts it
         // there), then the copy edited as the device saw it (based on 3 too: a conflict), then
         // edited again, based on that last edit.
-        queue(1, [(edit("x", base: 0, "saved again"), .seq(3))])
-        queue(2, [(edit(copy.rawValue, base: 0, "the copy edited"), .seq(3))])
-        queue(3, [(edit(copy.rawValue, base: 0, "the copy edited twice"), device.base(of: copy))])
+        device.queue(1, [(edit("x", base: 0, "saved again"), .seq(3))])
+        device.queue(2, [(edit(copy.rawValue, base: 0, "the copy edited"), .seq(3))])
+        device.queue(3, [(edit(copy.rawValue, base: 0, "the copy edited twice"), device.base(of: copy))])
         #expect(device.base(of: copy) == .pending(3))
         let batch = Batch(commitID: "push-1", localIDs: [1, 2])
         let ours = device.commit(for: batch, device: "a", deviceID: "a", seq: 4)
