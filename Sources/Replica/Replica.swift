@@ -207,16 +207,30 @@ public final class Replica: Sendable {
     }
 
     /// The changes of `ids` as observers see them, worked out under the state lock:
-    /// `previous` gives each item as it was before.
+    /// `previous` gives each item as it was before. An item the kernel would see as it was
+    /// is left out: this device's own batch landing changes only what `stat` does not show
+    /// (journal numbers, the content's time, the upload's pending mark), and telling the
+    /// kernel of every file of a `tar x` again cost two notifications per file.
     func itemChanges(_ ids: Set<ItemID>, previous: (ItemID) -> Item?, _ state: ReplicaState) -> [ItemChange] {
-        ids.map { id in
+        ids.compactMap { id in
             let now = state.device.view.liveItem(id)
             let old = previous(id)
+            // A file with hard links shows a link count the other names change.
+            if let old, let now, Replica.showsTheSame(old, now), state.device.view.linkCount(of: id) <= 1 { return nil }
             let parent = now?.parent
             return ItemChange(
                 id: id, parent: parent, name: now?.name,
                 contentChanged: old != nil && now != nil && (old?.size != now?.size || old?.chunks != now?.chunks))
         }
+    }
+
+    /// Whether the kernel would see `a` and `b` alike: name and place, attributes, content
+    /// and extended attributes (it caches POSIX ACLs).
+    private static func showsTheSame(_ a: Item, _ b: Item) -> Bool {
+        a.parent == b.parent && a.name == b.name && a.kind == b.kind && a.mode == b.mode && a.size == b.size
+            && a.chunks == b.chunks && a.mtime == b.mtime && a.ctime == b.ctime && a.atime == b.atime
+            && a.owner == b.owner && a.target == b.target && a.device == b.device && a.linkedItem == b.linkedItem
+            && a.xattrs == b.xattrs
     }
 
     // MARK: - Kept for the kernel layer
