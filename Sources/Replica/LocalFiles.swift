@@ -13,8 +13,8 @@ import Glibc
 /// (staged) until uploaded because their content file was about to change.
 struct LocalFiles: Sendable {
     let root: String
-    /// How many leading letters of an id name the folder of its content file.
-    let contentFolderLetters: Int
+    /// Which letters of an id name the folder of its content file.
+    let contentFolders: ContentFolders
     private let namesSynced = SyncedNames()
     /// The chunks copied aside, known without a syscall: most chunks never are, and an
     /// upload or an unstage asked the disk for each (an open and an unlink failing per file).
@@ -26,10 +26,10 @@ struct LocalFiles: Sendable {
 
     init(root: String, stagingSegmentSize: UInt64) throws {
         self.root = root
-        let letters = try LocalFiles.prepareContentFolders(in: root)
-        contentFolderLetters = letters
+        let folders = try LocalFiles.prepareContentFolders(in: root)
+        contentFolders = folders
         newFiles = NewContentFiles(listPath: "\(root)/spares") {
-            LocalFiles.contentPath($0, root: root, letters: letters)
+            LocalFiles.contentPath($0, root: root, folders: folders)
         }
         staging = try StagingLog(folder: "\(root)/staging", segmentSize: stagingSegmentSize)
         for folder in ["staged", "tmp"] {
@@ -40,15 +40,16 @@ struct LocalFiles: Sendable {
         staged = StagedHashes(Set(found))
     }
 
-    /// A new cache spreads content files over one folder per first letter of their ids, all
+    /// A new cache spreads content files over one folder per last letter of their ids, all
     /// made here: creating a file never waits for a new folder (a folder made per new file was
     /// a quarter of the daemon's time in a burst of small creates). Caches made before keep
-    /// their two-letter folders, made on first use. Returns the cache's letter count.
-    private static func prepareContentFolders(in root: String) throws -> Int {
+    /// their folders: of the first letter (ids were random then; new ones, which begin with
+    /// the time, now go mostly to one of them), or of two, made on first use.
+    private static func prepareContentFolders(in root: String) throws -> ContentFolders {
         let content = "\(root)/content"
-        let marker = "\(content)/\(oneLetterMarker)"
-        if access(marker, F_OK) == 0 { return 1 }
-        if access(content, F_OK) == 0 { return 2 }
+        if access("\(content)/\(lastLetterMarker)", F_OK) == 0 { return .lastLetter }
+        if access("\(content)/\(oneLetterMarker)", F_OK) == 0 { return .leading(1) }
+        if access(content, F_OK) == 0 { return .leading(2) }
         // Made aside and renamed into place: a cache never holds a half-made content folder.
         let staging = "\(root)/content.new"
         try? FileManager.default.removeItem(atPath: staging)
@@ -57,11 +58,12 @@ struct LocalFiles: Sendable {
             // EEXIST: a folder whose names ignore case already has the other case's folder.
             guard mkdir("\(staging)/\(letter)", 0o700) == 0 || errno == EEXIST else { throw Errno(rawValue: errno) }
         }
-        let markerFile = open("\(staging)/\(oneLetterMarker)", O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        let markerFile = open("\(staging)/\(lastLetterMarker)", O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
         guard markerFile >= 0, close(markerFile) == 0, rename(staging, content) == 0 else { throw Errno(rawValue: errno) }
-        return 1
+        return .lastLetter
     }
 
+    private static let lastLetterMarker = ".last-letter-folders"
     private static let oneLetterMarker = ".one-letter-folders"
 
     var databasePath: String { "\(root)/state.sqlite" }
@@ -98,11 +100,11 @@ struct LocalFiles: Sendable {
     }
 
     func contentPath(_ id: ItemID) -> String {
-        LocalFiles.contentPath(id, root: root, letters: contentFolderLetters)
+        LocalFiles.contentPath(id, root: root, folders: contentFolders)
     }
 
-    private static func contentPath(_ id: ItemID, root: String, letters: Int) -> String {
-        "\(root)/content/\(id.rawValue.prefix(letters))/\(id.rawValue)"
+    private static func contentPath(_ id: ItemID, root: String, folders: ContentFolders) -> String {
+        "\(root)/content/\(folders.folder(of: id))/\(id.rawValue)"
     }
 
     func stagedPath(_ hash: ChunkHash) -> String {
@@ -272,4 +274,19 @@ private final class SyncedNames: Sendable {
     func contains(_ id: ItemID) -> Bool { ids.withLock { $0.contains(id) } }
     func insert(_ id: ItemID) { ids.withLock { _ = $0.insert(id) } }
     func remove(_ id: ItemID) { ids.withLock { _ = $0.remove(id) } }
+}
+
+/// Which letters of an item's id name the folder of its content file (`content/X/ID`).
+enum ContentFolders: Sendable {
+    /// The last: random in ids made since they begin with the time (`RandomID.makeItemID`).
+    case lastLetter
+    /// The first one or two (caches made before).
+    case leading(Int)
+
+    func folder(of id: ItemID) -> Substring {
+        switch self {
+        case .lastLetter: id.rawValue.suffix(1)
+        case .leading(let letters): id.rawValue.prefix(letters)
+        }
+    }
 }

@@ -35,6 +35,20 @@ struct ItemIDShapeTests {
         #expect(symbols.count == 62)  // every symbol turns up: none is left out by the mapping
     }
 
+    @Test("ids sort in the order they were made, and begin with the time they were made")
+    func ordered() {
+        let before = Date()
+        let ids = (0..<50_000).map { _ in RandomID.makeItemID() }
+        let after = Date()
+        #expect(ids == ids.sorted())  // within a millisecond too: the serial counts up
+        func made(_ id: ItemID) -> Date {
+            let milliseconds = id.rawValue.utf8.prefix(7).reduce(0) { $0 * 62 + Int(RandomID.itemIDAlphabet.utf8.firstIndex(of: $1)!.utf16Offset(in: RandomID.itemIDAlphabet)) }
+            return Date(timeIntervalSince1970: 1_767_225_600 + Double(milliseconds) / 1000)
+        }
+        #expect(abs(made(ids[0]).timeIntervalSince(before)) < 0.002)
+        #expect(abs(made(ids[ids.count - 1]).timeIntervalSince(after)) < 0.002)
+    }
+
     @Test("ids made on eight threads at once do not repeat (one buffer of random bytes serves them all)")
     func concurrent() async {
         let batches = await withTaskGroup(of: [ItemID].self) { group in

@@ -3,14 +3,15 @@ import Foundation
 import Replica
 import Testing
 
-/// Where content files live in the cache folder: a new cache has a folder per first letter
-/// of an id, made with it; a cache made before keeps its folders of two letters.
+/// Where content files live in the cache folder: a new cache has a folder per last letter
+/// of an id (ids begin with the time they were made), made with it; a cache made before
+/// keeps its folders of the first letter, or of two.
 struct CacheLayoutTests {
     private func folders(_ devices: Devices, _ device: String) -> Set<String> {
         Set((try? FileManager.default.contentsOfDirectory(atPath: devices.folder.sub("cache-\(device)/content"))) ?? [])
     }
 
-    @Test("a new cache makes its 62 content folders at once and keeps each file in the folder of its id's first letter")
+    @Test("a new cache makes its 62 content folders at once and keeps each file in the folder of its id's last letter")
     func newCache() async throws {
         let devices = Devices()
         defer { devices.remove() }
@@ -19,14 +20,34 @@ struct CacheLayoutTests {
         #expect(made.filter { $0.count == 1 } == Set(RandomID.itemIDAlphabet.map(String.init)))
         let data = Data("one letter".utf8)
         let id = try await a.writeFile("f.txt", data)
-        let path = devices.folder.sub("cache-a/content/\(id.rawValue.prefix(1))/\(id.rawValue)")
+        let path = devices.folder.sub("cache-a/content/\(id.rawValue.suffix(1))/\(id.rawValue)")
         #expect(FileManager.default.contents(atPath: path) == data)
         #expect(folders(devices, "a") == made)  // no folder made per file
     }
 
+    @Test("a cache made with first-letter content folders keeps them, and its files stay readable after a restart")
+    func firstLetterCache() async throws {
+        let devices = Devices()
+        defer { devices.remove() }
+        let content = devices.folder.sub("cache-c/content")
+        try FileManager.default.createDirectory(atPath: content, withIntermediateDirectories: true)
+        for letter in RandomID.itemIDAlphabet {
+            try FileManager.default.createDirectory(atPath: "\(content)/\(letter)", withIntermediateDirectories: false)
+        }
+        #expect(FileManager.default.createFile(atPath: "\(content)/.one-letter-folders", contents: nil))
+        let data = Data("first letter".utf8)
+        let c = try await devices.open("c")
+        let id = try await c.writeFile("f.txt", data)
+        await c.stop()
+        #expect(FileManager.default.contents(atPath: "\(content)/\(id.rawValue.prefix(1))/\(id.rawValue)") == data)
+        let again = try await devices.open("c")
+        #expect(try await again.readFile("f.txt") == data)
+        await again.stop()
+    }
+
     @Test(
         "a created file takes a cache file made ahead under the id it gets, listed before it was made",
-        arguments: [1, 2])
+        arguments: [0, 2])
     func newFileTakesASpare(folderLetters: Int) async throws {
         let devices = Devices()
         defer { devices.remove() }
@@ -37,7 +58,8 @@ struct CacheLayoutTests {
         let a = try await devices.open("a")
         // The spares, made in the background: their ids listed, their files in place.
         let content = devices.folder.sub("cache-a/content")
-        func path(_ id: String) -> String { "\(content)/\(id.prefix(folderLetters))/\(id)" }
+        // 0: a new cache's folders, of the last letter.
+        func path(_ id: String) -> String { "\(content)/\(folderLetters == 0 ? id.suffix(1) : id.prefix(folderLetters))/\(id)" }
         var listed: [String] = []
         for _ in 0..<200 where listed.isEmpty {
             try await Task.sleep(for: .milliseconds(10))

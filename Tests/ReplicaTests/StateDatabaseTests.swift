@@ -157,4 +157,45 @@ struct StateDatabaseTests {
         try database.flush()
         #expect(try database.pool.read { db in try database.meta("queued", db) } == "1")
     }
+
+    @Test("packed chunks are appended: a chunk located again is where its last row says, a start drops the rows passed, and v13 keeps what the keyed table held")
+    func packedChunksAppended() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        let path = folder.path + "/state.db"
+        let hashes = (0..<1_500).map { ChunkHash(of: Data("chunk \($0)".utf8)) }
+        func pack(_ name: String) -> PackRecord {
+            PackRecord(
+                id: ChunkHash(of: Data(name.utf8)),
+                chunks: hashes.enumerated().map { PackedChunk(hash: $1, offset: UInt64($0) * 10, size: 10) })
+        }
+        let (first, second, third) = (pack("first"), pack("second"), pack("third"))
+        do {  // A database from before v13: one row per chunk, keyed by its hash.
+            let queue = try DatabaseQueue(path: path)
+            try StateDatabase.migrator.migrate(queue, upTo: "v12 content in the staging log")
+            try queue.write { db in
+                for chunk in first.chunks {
+                    try db.execute(
+                        sql: "INSERT INTO packed_chunk (hash, pack, offset, size) VALUES (?, ?, ?, ?)",
+                        arguments: [Data(chunk.hash.bytes), Data(first.id.bytes), Int64(chunk.offset), Int64(chunk.size)])
+                }
+            }
+        }
+        let database = try StateDatabase(path: path, logger: quietLogger)
+        func rows() throws -> Int { try database.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM packed_chunk") ?? 0 } }
+        func packOf(_ hash: ChunkHash) throws -> ChunkHash? { try database.pool.read { db in try database.loadTree(db) }.packedChunks[hash]?.pack }
+        #expect(try packOf(hashes[7]) == first.id)
+        try database.write { db in try database.savePackedChunks([second], db) }
+        #expect(try packOf(hashes[7]) == second.id)
+        #expect(try rows() == 3_000)
+        try database.write { db in try database.compactPackedChunks(locatedChunks: hashes.count, db) }
+        #expect(try rows() == 3_000)  // not yet more than twice the chunks (and a margin)
+        try database.write { db in try database.savePackedChunks([third], db) }
+        try database.write { db in try database.compactPackedChunks(locatedChunks: hashes.count, db) }
+        #expect(try rows() == 1_500)
+        #expect(try packOf(hashes[1_499]) == third.id)
+        try database.write { db in try database.savePackedChunks([first], replacingAll: true, db) }
+        #expect(try rows() == 1_500)
+        #expect(try packOf(hashes[0]) == first.id)
+    }
 }

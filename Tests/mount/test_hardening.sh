@@ -184,7 +184,7 @@ test_lost_cache_bytes_fail_one_change_not_the_queue() {
     daemon=$(daemon_of a)
     umount "$T/a"
     eventually '! kill -0 "$daemon"'
-    head -c 300000 /dev/zero > "$T/cache-a/content/${id:0:1}/$id"
+    head -c 300000 /dev/zero > "$T/cache-a/content/${id: -1}/$id"
     rm -rf "$T/cache-a/staged"
     mv "$T/store.away" "$T/store"
     mount_device a
@@ -250,7 +250,7 @@ test_cached_copy_gone_is_downloaded_again() {
     eventually '! kill -0 "$daemon"'
     # The cached copy is gone while its record stays (a crash between dropping a deleted
     # file's bytes and recording the delete, a cache cleaned by hand).
-    rm "$T/cache-b/content/${id:0:1}/$id"
+    rm "$T/cache-b/content/${id: -1}/$id"
     mount_device b
     cmp "$T/b/photo" "$T/a/photo"
 }
