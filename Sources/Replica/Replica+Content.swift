@@ -369,19 +369,23 @@ extension Replica {
 
     /// One open of `id` fewer, after its close queued the file.
     func noteClosed(_ id: ItemID) {
-        let lastCloseOfDeleted = state.withLock { state in
-            state.openCount[id, default: 1] -= 1
-            guard state.openCount[id] == 0 else { return false }
-            state.openCount[id] = nil
-            state.openedBase[id] = nil
-            state.versionAtOpen[id] = nil
-            state.unlinkedHere.remove(id)
-            state.anonymousFiles[id] = nil
-            return !state.view.isLive(id)
-        }
+        let lastCloseOfDeleted = state.withLock { countClose(id, &$0) }
         // Removed while open: its space comes back at its last close (`rm` of a file
         // still being closed on a full disk), not at the next pass.
         if lastCloseOfDeleted { reclaimDeletedContent(among: [id]) }
+    }
+
+    /// One open of `id` fewer; at the last, what the opens kept goes. Returns whether that
+    /// was the last close of a file removed meanwhile (its space is then reclaimed).
+    func countClose(_ id: ItemID, _ state: inout ReplicaState) -> Bool {
+        state.openCount[id, default: 1] -= 1
+        guard state.openCount[id] == 0 else { return false }
+        state.openCount[id] = nil
+        state.openedBase[id] = nil
+        state.versionAtOpen[id] = nil
+        state.unlinkedHere.remove(id)
+        state.anonymousFiles[id] = nil
+        return !state.view.isLive(id)
     }
 
     /// `setattr` with a size: truncates or extends (with zeros) and queues the result.

@@ -87,20 +87,20 @@ extension Replica {
     public func closeInMemory(_ file: OpenFile) -> Bool {
         let id = file.id
         // As a move out of memory: an open meanwhile then finds the file in the log.
-        let queued = inMemory.moving(id) { () -> Bool in
-            guard let bytes = inMemory.take(id) else { return false }
+        // nil: not queued; else whether this was the last close of a file removed meanwhile.
+        let closed = inMemory.moving(id) { () -> Bool? in
+            guard let bytes = inMemory.take(id) else { return nil }
             do throws(ReplicaError) {
-                try queueFromMemory(id, bytes)
-                return true
+                return try queueFromMemory(id, bytes)
             } catch {
                 // The log could not take it (a full disk): a cache file then, as any file.
                 inMemory.putBack(id, bytes)
                 logger.warning("\(error.message); \(id) goes to a cache file of its own")
-                return false
+                return nil
             }
         }
-        if queued { noteClosed(id) }
-        return queued
+        if closed == true { reclaimDeletedContent(among: [id]) }
+        return closed != nil
     }
 
     /// The close of the handle that made a file moved out of memory: the file it went on with.
@@ -195,8 +195,9 @@ extension Replica {
     }
 
     /// Queues a file kept in memory: chunks cut from the bytes, the bytes appended to the
-    /// staging log, the version queued as `commit` queues one.
-    private func queueFromMemory(_ id: ItemID, _ bytes: Data) throws(ReplicaError) {
+    /// staging log, the version queued as `commit` queues one; and counts its handle's close
+    /// in the same hold of the state lock (`countClose`, whose answer it returns).
+    private func queueFromMemory(_ id: ItemID, _ bytes: Data) throws(ReplicaError) -> Bool {
         let pieces = ContentChunker(chunker: chunker).pieces(of: bytes)
         var location: StagingLog.Location?
         // Zeros too: upload makes them anew, but the file has no other copy to be read from.
@@ -207,22 +208,24 @@ extension Replica {
                 throw .localFailure("cannot append \(id) to the staging log", error)
             }
         }
-        let save = state.withLock { state -> ContentRecord? in
+        let (save, lastCloseOfDeleted) = state.withLock { state -> (ContentRecord?, Bool) in
             guard var record = state.content[id] else {
                 // Gone meanwhile (its folder removed on another device): nothing to keep.
                 if let location { files.staging.letGo(location) }
-                return nil
+                return (nil, countClose(id, &state))
             }
             record.staged = location
             let now = Timestamp.now()
             if !bytes.isEmpty || state.dirtyMtime[id] != nil {
                 state.dirtyMtime[id] = state.dirtyMtime[id] ?? now
             }
-            return queueVersion(
+            let save = queueVersion(
                 of: id, pieces, size: UInt64(bytes.count), record: record, stagesChunks: true, stillWritten: false,
                 &state)
+            return (save, countClose(id, &state))
         }
         if let save { database.saveContentSoon(id, save) }
+        return lastCloseOfDeleted
     }
 
     /// At unmount: files still kept in memory get their cache files (queued at the next
