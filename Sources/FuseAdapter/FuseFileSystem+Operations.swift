@@ -78,6 +78,8 @@ extension FuseFileSystem {
         } else if change.has(AttributeChange.atime) {
             atime = Timestamp(clamping: Int64(new.st_atim.tv_sec), nanoseconds: UInt32(clamping: new.st_atim.tv_nsec))
         }
+        // The attributes after a chown, if nothing after it changes them (no second look).
+        var givenAway: ItemAttributes?
         if change.has(AttributeChange.uid | AttributeChange.gid) {
             let current = try replica.attributes(of: item)
             let shown = shownOwner(of: current)
@@ -86,11 +88,11 @@ extension FuseFileSystem {
                 gid: change.has(AttributeChange.gid) ? new.st_gid : shown.gid)
             guard mayChangeOwner(from: shown, to: wanted, request) else { throw ReplicaError.notPermitted("only root gives an item away, and an owner only to its own groups") }
             // With uid= or gid= given, the stored value of that one stays as it was.
-            _ = try replica.setOwner(item, to: Owner(
+            givenAway = try replica.setOwner(item, to: Owner(
                 uid: options.uid == nil ? wanted.uid : current.owner.uid,
                 gid: options.gid == nil ? wanted.gid : current.owner.gid))
             // As Linux: a file given away loses its set-id bits (with the kernel's leave).
-            try dropSetIDBits(item)
+            if try dropSetIDBits(item) { givenAway = nil }
         }
         // A setattr of nothing is the kernel moving only the change time (`chown(f, -1, -1)`
         // on Linux; it sends the time itself only with a writeback cache).
@@ -101,7 +103,7 @@ extension FuseFileSystem {
         let attributes =
             mode != nil || mtime != nil || atime != nil || ctime != nil
             ? try replica.setAttributes(item, mode: mode, mtime: mtime, atime: atime, ctime: ctime)
-            : try replica.attributes(of: item)
+            : try givenAway ?? replica.attributes(of: item)
         // Setting times looks at the local copy first (`Replica.setAttributes`).
         let refreshed = mtime != nil || ctime != nil
         request.attributes(stat(of: attributes, node: inode, refreshed: refreshed), timeout: attributeTimeout)

@@ -364,9 +364,11 @@ extension Replica {
     public func setAttributes(
         _ id: ItemID, mode: UInt32? = nil, mtime: Timestamp? = nil, atime: Timestamp? = nil, ctime: Timestamp? = nil
     ) throws(ReplicaError) -> ItemAttributes {
-        // The kernel's writes so far come first: times set now are later than them.
-        if mtime != nil || ctime != nil { refreshIfWrittenOutside(id) }
-        return try state.withLock { state throws(ReplicaError) in
+        try state.withLock { state throws(ReplicaError) in
+            // The kernel's writes so far come first: times set now are later than them.
+            if mtime != nil || ctime != nil, state.outsideWriters[id] != nil {
+                refreshOutsideWritten(id, through: nil, &state)
+            }
             guard state.view.liveItem(id) != nil || state.anonymousFiles[id] != nil else { throw .notFound }
             let mode = mode.map { $0 & 0o7777 }
             if atime != nil, state.localAccessTimes.removeValue(forKey: id) != nil {

@@ -105,34 +105,37 @@ extension Replica {
     /// writes), and its modification time if the kernel wrote it. `descriptor`: the content
     /// file, if the caller has it open.
     func refreshOutsideWritten(_ id: ItemID, through descriptor: FileDescriptor? = nil) {
+        state.withLock { refreshOutsideWritten(id, through: descriptor, &$0) }
+    }
+
+    /// `refreshOutsideWritten`, in a hold of the state lock the caller has.
+    func refreshOutsideWritten(_ id: ItemID, through descriptor: FileDescriptor?, _ state: inout ReplicaState) {
         // A writer's descriptor stays open while its writer is recorded: one read under the
         // lock is safe to use under it. None: the last writer ended since the caller looked,
         // and that end looked at the file (a look now, by name, would mark the file written
         // again after its close had queued it, and nothing would queue it again).
-        state.withLock { state in
-            guard let fd = descriptor?.rawValue ?? state.outsideWriters[id]?.descriptors.last else {
-                return
-            }
-            // Looked at under the lock: two refreshes at once (a commit's and a release's)
-            // must not record the older look last (a file written between them was
-            // recorded, and queued, as empty).
-            var info = stat()
-            guard fstat(fd, &info) == 0 else { return }
-            let size = UInt64(max(0, info.st_size))
-            let modified = Timestamp(
-                clamping: Int64(info.st_mtim.tv_sec), nanoseconds: UInt32(clamping: info.st_mtim.tv_nsec))
-            var record = recordBeforeWrite(id, &state)
-            record.size = size
-            record.present = ByteRanges([0..<size])
-            record.dirty = true
-            state.content[id] = record
-            state.changedSinceClean[id] = nil
-            state.writeGeneration[id, default: 0] += 1
-            if state.outsideWriters[id] != nil, state.outsideWriters[id]?.lastSeenModified != modified {
-                state.outsideWriters[id]?.lastSeenModified = modified
-                state.dirtyMtime[id] = modified
-                state.dirtyCtime[id] = modified
-            }
+        guard let fd = descriptor?.rawValue ?? state.outsideWriters[id]?.descriptors.last else {
+            return
+        }
+        // Looked at under the lock: two refreshes at once (a commit's and a release's)
+        // must not record the older look last (a file written between them was
+        // recorded, and queued, as empty).
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return }
+        let size = UInt64(max(0, info.st_size))
+        let modified = Timestamp(
+            clamping: Int64(info.st_mtim.tv_sec), nanoseconds: UInt32(clamping: info.st_mtim.tv_nsec))
+        var record = recordBeforeWrite(id, &state)
+        record.size = size
+        record.present = ByteRanges([0..<size])
+        record.dirty = true
+        state.content[id] = record
+        state.changedSinceClean[id] = nil
+        state.writeGeneration[id, default: 0] += 1
+        if state.outsideWriters[id] != nil, state.outsideWriters[id]?.lastSeenModified != modified {
+            state.outsideWriters[id]?.lastSeenModified = modified
+            state.dirtyMtime[id] = modified
+            state.dirtyCtime[id] = modified
         }
     }
 }
