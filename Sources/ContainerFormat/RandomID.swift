@@ -27,10 +27,10 @@ public enum RandomID {
     /// place of each table's index per new item, more the larger the cache (W3: 13 us of
     /// daemon CPU and 2.4 KB of writes per file). One process never makes an id twice; two
     /// devices repeat one only if they make ids in the same millisecond with serials within
-    /// a few of each other (about n / 2^47 for n ids each in that millisecond). Swift keeps a string of up to
-    /// 15 bytes inside the value itself, so a tree of such ids allocates no string per item,
-    /// and copying or hashing one counts no references (a UUID's 36 took 80 bytes of heap
-    /// per item).
+    /// a few of each other (about n / 2^47 for n ids each in that millisecond). Swift keeps
+    /// a string of up to 15 bytes inside the value itself, so a tree of such ids allocates
+    /// no string per item, and copying or hashing one counts no references (a UUID's 36
+    /// took 80 bytes of heap per item).
     public static func makeItemID() -> ItemID {
         let now = Date().timeIntervalSince1970 * 1000 - itemIDEpoch
         let bytes = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: itemIDLength) { id in
