@@ -374,16 +374,28 @@ struct ReplicaTests {
         let b = try await devices.open("b") { $0.pollInterval = .milliseconds(100) }
         let seen = Mutex<Set<ItemID>>([])
         b.setChangeObserver { changes in seen.withLock { $0.formUnion(changes.map(\.id)) } }
+        // a's own upload landing changes nothing the kernel shows: a hears nothing of it.
+        let seenByA = Mutex<Set<ItemID>>([])
+        a.setChangeObserver { changes in seenByA.withLock { $0.formUnion(changes.map(\.id)) } }
         a.start()
         b.start()
         let id = try await a.writeFile("live.txt", Data("hello".utf8))
         #expect(await a.waitUntilUploaded(timeout: .seconds(10)))
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !seen.withLock({ $0.contains(id) }), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
+        func waitUntil(_ seen: borrowing Mutex<Set<ItemID>>, has id: ItemID) async throws {
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !seen.withLock({ $0.contains(id) }), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
         }
+        try await waitUntil(seen, has: id)
         #expect(seen.withLock { $0.contains(id) })
         #expect(try await b.readFile("live.txt") == Data("hello".utf8))
+        #expect(seenByA.withLock { $0.isEmpty })
+        // b's edit of it does reach a's observer.
+        _ = try await b.writeFile("live.txt", Data("edited on b".utf8))
+        #expect(await b.waitUntilUploaded(timeout: .seconds(10)))
+        try await waitUntil(seenByA, has: id)
+        #expect(seenByA.withLock { $0.contains(id) })
         await a.stop()
         await b.stop()
     }
