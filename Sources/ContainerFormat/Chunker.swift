@@ -112,6 +112,9 @@ public struct Chunker: Sendable {
     /// after a non-zero byte and before `limit`. `length` is at least 64, so a run spans words.
     static func firstZeroRun(in buffer: UnsafeRawBufferPointer, end: Int, before limit: Int, length: Int) -> Int? {
         let scanEnd = min(end, limit - 1 + length)  // far enough to see a run that starts before `limit`
+        // A run follows a non-zero byte: it needs more than `length` bytes (a small file's
+        // close would otherwise look at every word of it).
+        guard scanEnd > length else { return nil }
         var runStart = 0  // just after the last non-zero byte seen
         // Whether the zeros from `runStart` up to `position` make a run.
         func isRun(upTo position: Int) -> Bool { runStart > 0 && position - runStart >= length }

@@ -119,7 +119,7 @@ public final class Replica: Sendable {
                     try database.setMeta("deviceID", deviceID, db)
                 }
                 let tree = try database.loadTree(db)
-                try database.compactPackedChunks(locatedChunks: tree.packedChunks.count, db)
+                try database.compactPackedChunks(tree.packedChunks, db)
                 let pending = try database.loadPending(db)
                 let landed = try database.loadLanded(db)
                 let inFlight = try database.meta("inFlight", db).map {

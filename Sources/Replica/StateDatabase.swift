@@ -302,6 +302,46 @@ package final class StateDatabase: Sendable {
                     ALTER TABLE packed_chunk_log RENAME TO packed_chunk;
                     """)
         }
+        migrator.registerMigration("v14 a row per pack") { db in
+            // A row per packed chunk was a row per small file (W3: 2,000 rows for 8 packs);
+            // now a row per pack names its chunks (`encode(_: [PackedChunk])`), appended as
+            // before. Consecutive rows of one pack become its row, in their order.
+            try db.execute(
+                sql: "CREATE TABLE pack_chunks (pack BLOB NOT NULL, chunks BLOB NOT NULL, count INTEGER NOT NULL)")
+            var run: (pack: Data, chunks: [PackedChunk])?
+            func insertRun() throws {
+                guard let run else { return }
+                try db.execute(
+                    sql: "INSERT INTO pack_chunks (pack, chunks, count) VALUES (?, ?, ?)",
+                    arguments: [run.pack, StateDatabase.encode(run.chunks), run.chunks.count])
+            }
+            let rows = try Row.fetchCursor(db, sql: "SELECT hash, pack, offset, size FROM packed_chunk ORDER BY rowid")
+            while let row = try rows.next() {
+                let (hash, pack): (Data, Data) = (row["hash"], row["pack"])
+                guard hash.count == ChunkHash.byteCount else { throw StateDatabaseError.malformed("a packed chunk's hash") }
+                let chunk = PackedChunk(
+                    hash: hash.withUnsafeBytes { ChunkHash(bytes: $0) }, offset: UInt64(row["offset"] as Int64),
+                    size: UInt32(row["size"] as Int64))
+                if run?.pack == pack {
+                    run!.chunks.append(chunk)
+                } else {
+                    try insertRun()
+                    run = (pack, [chunk])
+                }
+            }
+            try insertRun()
+            try db.execute(sql: "DROP TABLE packed_chunk")
+        }
+        migrator.registerMigration("v15 landed as runs") { db in
+            // A row per landed change was a row per small file; a batch's changes land at one
+            // number, so a run of consecutive local ids at one number is one row.
+            try db.execute(sql: "CREATE TABLE landed_run (first INTEGER PRIMARY KEY NOT NULL, last INTEGER NOT NULL, seq INTEGER NOT NULL)")
+            var landed: [(Int64, UInt64)] = []
+            let rows = try Row.fetchCursor(db, sql: "SELECT local_id, seq FROM landed")
+            while let row = try rows.next() { landed.append((row["local_id"], UInt64(row["seq"] as Int64))) }
+            try insertRuns(landed, db)
+            try db.execute(sql: "DROP TABLE landed")
+        }
         return migrator
     }
 
@@ -330,20 +370,37 @@ package final class StateDatabase: Sendable {
 
     func loadLanded(_ db: Database) throws -> [Int64: UInt64] {
         var landed: [Int64: UInt64] = [:]
-        let rows = try Row.fetchCursor(db, sql: "SELECT local_id, seq FROM landed")
+        let rows = try Row.fetchCursor(db, sql: "SELECT first, last, seq FROM landed_run")
         while let row = try rows.next() {
-            landed[row["local_id"]] = UInt64(row["seq"] as Int64)
+            let (first, last, seq): (Int64, Int64, Int64) = (row["first"], row["last"], row["seq"])
+            guard first <= last else { throw StateDatabaseError.malformed("a landed run from \(first) to \(last)") }
+            for localID in first...last { landed[localID] = UInt64(seq) }
         }
         return landed
     }
 
     /// Records where changes landed (their entry's number, or 0: `DeviceView.landed`),
-    /// keeping those of the newest `keep` local ids (ids only grow).
+    /// keeping those of the newest `keep` local ids (ids only grow; a run reaching past the
+    /// cutoff is kept whole).
     func recordLanded(_ landed: [(localID: Int64, seq: UInt64)], keep: Int, _ db: Database) throws {
-        let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO landed (local_id, seq) VALUES (?, ?)")
-        for (id, seq) in landed { try insert.execute(arguments: [id, Int64(seq)]) }
+        try StateDatabase.insertRuns(landed, db)
         guard let newest = landed.map(\.localID).max() else { return }
-        try db.cachedStatement(sql: "DELETE FROM landed WHERE local_id <= ?").execute(arguments: [newest - Int64(keep)])
+        try db.cachedStatement(sql: "DELETE FROM landed_run WHERE last <= ?").execute(arguments: [newest - Int64(keep)])
+    }
+
+    /// Consecutive local ids that landed at one number, a row each.
+    private static func insertRuns(_ landed: [(localID: Int64, seq: UInt64)], _ db: Database) throws {
+        let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO landed_run (first, last, seq) VALUES (?, ?, ?)")
+        var run: (first: Int64, last: Int64, seq: UInt64)?
+        for (localID, seq) in landed.sorted(by: { $0.localID < $1.localID }) {
+            if let current = run, current.last + 1 == localID, current.seq == seq {
+                run!.last = localID
+                continue
+            }
+            if let run { try insert.execute(arguments: [run.first, run.last, Int64(run.seq)]) }
+            run = (localID, localID, seq)
+        }
+        if let run { try insert.execute(arguments: [run.first, run.last, Int64(run.seq)]) }
     }
 
     // MARK: item (the synced tree)
@@ -358,41 +415,36 @@ package final class StateDatabase: Sendable {
         let policy = try meta("policy", db).map { try FormatCoding.decode(RetentionPolicy.self, from: Data($0.utf8)) }
         let journalFormat = Int(try meta("journalFormat", db) ?? "0") ?? 0
         var packed: [ChunkHash: PackedLocation] = [:]
-        let locations = try Row.fetchCursor(db, sql: "SELECT hash, pack, offset, size FROM packed_chunk ORDER BY rowid")
-        while let row = try locations.next() {
-            let hash: Data = row["hash"]
+        let packs = try Row.fetchCursor(db, sql: "SELECT pack, chunks FROM pack_chunks ORDER BY rowid")
+        while let row = try packs.next() {
             let pack: Data = row["pack"]
-            guard hash.count == ChunkHash.byteCount, pack.count == ChunkHash.byteCount else {
-                throw StateDatabaseError.malformed("a packed chunk's hash or pack")
+            guard pack.count == ChunkHash.byteCount else { throw StateDatabaseError.malformed("a pack's hash") }
+            let id = pack.withUnsafeBytes { ChunkHash(bytes: $0) }
+            for chunk in try StateDatabase.decodePackedChunks(row["chunks"]) {
+                packed[chunk.hash] = PackedLocation(pack: id, offset: chunk.offset, size: chunk.size)
             }
-            packed[hash.withUnsafeBytes { ChunkHash(bytes: $0) }] = PackedLocation(
-                pack: pack.withUnsafeBytes { ChunkHash(bytes: $0) }, offset: UInt64(row["offset"] as Int64),
-                size: UInt32(row["size"] as Int64))
         }
         return Tree(items: items, head: head, policy: policy, journalFormat: journalFormat, packedChunks: packed)
     }
 
-    /// Records where the chunks of `packs` are, in order (the fold's last location wins: a
-    /// row appended after another of the same chunk replaces it when loaded); `replacingAll`
-    /// forgets every location first (a tree taken from a snapshot).
+    /// Records where the chunks of `packs` are, a row per pack in order (the fold's last
+    /// location wins: a row appended after another naming the same chunk replaces it when
+    /// loaded); `replacingAll` forgets every location first (a tree taken from a snapshot).
     func savePackedChunks(_ packs: [PackRecord], replacingAll: Bool = false, _ db: Database) throws {
-        if replacingAll { try db.execute(sql: "DELETE FROM packed_chunk") }
-        let statement = try db.cachedStatement(
-            sql: "INSERT INTO packed_chunk (hash, pack, offset, size) VALUES (?, ?, ?, ?)")
-        for pack in packs {
-            let id = Data(pack.id.bytes)
-            for chunk in pack.chunks {
-                try statement.execute(arguments: [Data(chunk.hash.bytes), id, Int64(chunk.offset), Int64(chunk.size)])
-            }
+        if replacingAll { try db.execute(sql: "DELETE FROM pack_chunks") }
+        let statement = try db.cachedStatement(sql: "INSERT INTO pack_chunks (pack, chunks, count) VALUES (?, ?, ?)")
+        for pack in packs where !pack.chunks.isEmpty {
+            try statement.execute(arguments: [Data(pack.id.bytes), StateDatabase.encode(pack.chunks), pack.chunks.count])
         }
     }
 
-    /// Drops the rows of chunks located again since (a repack, the same chunk in two packs)
-    /// once they are more than the chunks located: a start's work, proportional to the table.
-    func compactPackedChunks(locatedChunks: Int, _ db: Database) throws {
-        let rows = try Int.fetchOne(db, sql: "SELECT count(*) FROM packed_chunk") ?? 0
-        guard rows > 2 * locatedChunks + 1_000 else { return }
-        try db.execute(sql: "DELETE FROM packed_chunk WHERE rowid NOT IN (SELECT max(rowid) FROM packed_chunk GROUP BY hash)")
+    /// Writes the locations again, a row per pack, once the rows name more than twice the
+    /// chunks located (plus 1,000): chunks located again (a repack, the same chunk in two
+    /// packs) left rows passed. A start's work, proportional to the table.
+    func compactPackedChunks(_ located: [ChunkHash: PackedLocation], _ db: Database) throws {
+        let named = try Int.fetchOne(db, sql: "SELECT coalesce(sum(count), 0) FROM pack_chunks") ?? 0
+        guard named > 2 * located.count + 1_000 else { return }
+        try savePackedChunks(PackRecord.grouping(located), replacingAll: true, db)
     }
 
     func saveItems(_ ids: some Sequence<ItemID>, of tree: Tree, _ db: Database) throws {
@@ -475,6 +527,29 @@ package final class StateDatabase: Sendable {
                 let hash = ChunkHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[start..<start + 32]))
                 let size = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: start + 32, as: UInt32.self))
                 return ChunkRef(hash: hash, size: size)
+            }
+        }
+    }
+
+    /// A pack's chunks as packed 44-byte records (hash, then offset and size: little-endian).
+    package static func encode(_ chunks: [PackedChunk]) -> Data {
+        var data = Data(capacity: chunks.count * 44)
+        for chunk in chunks {
+            chunk.hash.append(to: &data)
+            withUnsafeBytes(of: chunk.offset.littleEndian) { data.append(contentsOf: $0) }
+            withUnsafeBytes(of: chunk.size.littleEndian) { data.append(contentsOf: $0) }
+        }
+        return data
+    }
+
+    package static func decodePackedChunks(_ data: Data) throws -> [PackedChunk] {
+        guard data.count % 44 == 0 else { throw StateDatabaseError.malformed("a pack's chunks of \(data.count) bytes") }
+        return data.withUnsafeBytes { bytes in
+            stride(from: 0, to: bytes.count, by: 44).map { start in
+                PackedChunk(
+                    hash: ChunkHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[start..<start + 32])),
+                    offset: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: start + 32, as: UInt64.self)),
+                    size: UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: start + 40, as: UInt32.self)))
             }
         }
     }

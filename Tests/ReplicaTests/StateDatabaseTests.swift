@@ -158,7 +158,7 @@ struct StateDatabaseTests {
         #expect(try database.pool.read { db in try database.meta("queued", db) } == "1")
     }
 
-    @Test("packed chunks are appended: a chunk located again is where its last row says, a start drops the rows passed, and v13 keeps what the keyed table held")
+    @Test("packed chunks are appended a row per pack: a chunk located again is where its last row says, a start drops the rows passed, and v13 and v14 keep what the keyed table held")
     func packedChunksAppended() throws {
         let folder = TemporaryDirectory()
         defer { folder.remove() }
@@ -182,20 +182,59 @@ struct StateDatabaseTests {
             }
         }
         let database = try StateDatabase(path: path, logger: quietLogger)
-        func rows() throws -> Int { try database.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM packed_chunk") ?? 0 } }
+        // Chunks the rows name, and the rows.
+        func rows() throws -> Int { try database.pool.read { db in try Int.fetchOne(db, sql: "SELECT sum(count) FROM pack_chunks") ?? 0 } }
+        func packRows() throws -> Int { try database.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM pack_chunks") ?? 0 } }
         func packOf(_ hash: ChunkHash) throws -> ChunkHash? { try database.pool.read { db in try database.loadTree(db) }.packedChunks[hash]?.pack }
         #expect(try packOf(hashes[7]) == first.id)
+        #expect(try rows() == 1_500)
+        #expect(try packRows() == 1)  // the pack's chunks, a row each until v14, in one
         try database.write { db in try database.savePackedChunks([second], db) }
         #expect(try packOf(hashes[7]) == second.id)
         #expect(try rows() == 3_000)
-        try database.write { db in try database.compactPackedChunks(locatedChunks: hashes.count, db) }
+        try database.write { db in try database.compactPackedChunks(try database.loadTree(db).packedChunks, db) }
         #expect(try rows() == 3_000)  // not yet more than twice the chunks (and a margin)
         try database.write { db in try database.savePackedChunks([third], db) }
-        try database.write { db in try database.compactPackedChunks(locatedChunks: hashes.count, db) }
+        try database.write { db in try database.compactPackedChunks(try database.loadTree(db).packedChunks, db) }
         #expect(try rows() == 1_500)
+        #expect(try packRows() == 1)
         #expect(try packOf(hashes[1_499]) == third.id)
         try database.write { db in try database.savePackedChunks([first], replacingAll: true, db) }
         #expect(try rows() == 1_500)
         #expect(try packOf(hashes[0]) == first.id)
+    }
+
+    @Test("landed changes are kept as runs of consecutive ids at one number, and v15 keeps the rows a change each")
+    func landedRuns() throws {
+        let folder = TemporaryDirectory()
+        defer { folder.remove() }
+        let path = folder.path + "/state.db"
+        do {  // A database from before v15: a row per landed change.
+            let queue = try DatabaseQueue(path: path)
+            try StateDatabase.migrator.migrate(queue, upTo: "v14 a row per pack")
+            try queue.write { db in
+                for (id, seq) in [(1, 4), (2, 4), (3, 0), (4, 4)] {
+                    try db.execute(sql: "INSERT INTO landed (local_id, seq) VALUES (?, ?)", arguments: [id, seq])
+                }
+            }
+        }
+        let database = try StateDatabase(path: path, logger: quietLogger)
+        func rows() throws -> Int { try database.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM landed_run") ?? 0 } }
+        func landed() throws -> [Int64: UInt64] { try database.pool.read { db in try database.loadLanded(db) } }
+        #expect(try landed() == [1: 4, 2: 4, 3: 0, 4: 4])
+        #expect(try rows() == 3)
+        // A batch of 1,000 changes at number 9 but one whose content did not stay, and a gap.
+        var batch = (5..<1_005).map { (localID: Int64($0), seq: UInt64(9)) }
+        batch[500].seq = 0
+        batch.remove(at: 700)
+        try database.write { db in try database.recordLanded(batch, keep: 10_000, db) }
+        #expect(try rows() == 3 + 4)
+        var expected: [Int64: UInt64] = [1: 4, 2: 4, 3: 0, 4: 4]
+        for (id, seq) in batch { expected[id] = seq }
+        #expect(try landed() == expected)
+        // Only runs wholly older than the newest `keep` ids go.
+        try database.write { db in try database.recordLanded([(localID: 1_005, seq: 10)], keep: 500, db) }
+        #expect(try landed().keys.min() == 506)
+        #expect(try landed()[1_005] == 10)
     }
 }
