@@ -462,21 +462,40 @@ package final class StateDatabase: Sendable {
                 try purge.execute(arguments: [id.rawValue])  // expired: gone from the tree
                 continue
             }
-            try statement.execute(arguments: [
-                item.id.rawValue, item.parent.rawValue, item.name, item.kind.rawValue, Int64(item.mode),
-                item.mtime.seconds, Int64(item.mtime.nanoseconds), Int64(item.size),
-                StateDatabase.encode(item.chunks), item.target,
-                item.xattrs.isEmpty ? nil : FormatCoding.encode(item.xattrs),
-                Int64(item.version), Int64(item.contentVersion), item.deleted, item.conflictOf?.rawValue,
-                item.isContentPending, item.contentFrom?.rawValue,
-                item.owner.map { Int64($0.uid) }, item.owner.map { Int64($0.gid) },
-                item.device.map { Int64(bitPattern: $0) },
-                item.ctime?.seconds, item.ctime.map { Int64($0.nanoseconds) },
-                item.atime?.seconds, item.atime.map { Int64($0.nanoseconds) }, item.linkedItem?.rawValue,
-                item.contentTime?.seconds, item.contentTime.map { Int64($0.nanoseconds) }, item.contentDevice,
-                item.history.map(HistoryCoding.encode),
-                item.deletion?.time.seconds, item.deletion.map { Int64($0.time.nanoseconds) }, item.deletion?.device,
-            ])
+            var insert = RowInsert(statement, db)
+            insert.bind(item.id.rawValue)
+            insert.bind(item.parent.rawValue)
+            insert.bind(item.name)
+            insert.bind(item.kind.rawValue)
+            insert.bind(Int64(item.mode))
+            insert.bind(item.mtime.seconds)
+            insert.bind(Int64(item.mtime.nanoseconds))
+            insert.bind(Int64(item.size))
+            insert.bind(StateDatabase.encode(item.chunks))
+            insert.bind(item.target)
+            insert.bind(item.xattrs.isEmpty ? nil : FormatCoding.encode(item.xattrs))
+            insert.bind(Int64(item.version))
+            insert.bind(Int64(item.contentVersion))
+            insert.bind(item.deleted)
+            insert.bind(item.conflictOf?.rawValue)
+            insert.bind(item.isContentPending)
+            insert.bind(item.contentFrom?.rawValue)
+            insert.bind(item.owner.map { Int64($0.uid) })
+            insert.bind(item.owner.map { Int64($0.gid) })
+            insert.bind(item.device.map { Int64(bitPattern: $0) })
+            insert.bind(item.ctime?.seconds)
+            insert.bind(item.ctime.map { Int64($0.nanoseconds) })
+            insert.bind(item.atime?.seconds)
+            insert.bind(item.atime.map { Int64($0.nanoseconds) })
+            insert.bind(item.linkedItem?.rawValue)
+            insert.bind(item.contentTime?.seconds)
+            insert.bind(item.contentTime.map { Int64($0.nanoseconds) })
+            insert.bind(item.contentDevice)
+            insert.bind(item.history.map(HistoryCoding.encode))
+            insert.bind(item.deletion?.time.seconds)
+            insert.bind(item.deletion.map { Int64($0.time.nanoseconds) })
+            insert.bind(item.deletion?.device)
+            try insert.run()
         }
         try setMeta("head", String(tree.head), db)
         try setMeta("policy", tree.policy.map { String(decoding: FormatCoding.encode($0), as: UTF8.self) }, db)
@@ -585,8 +604,10 @@ package final class StateDatabase: Sendable {
 
     /// Inserts or replaces the row of `change` (a fold rewrites a queued change in place).
     func insertPending(_ change: LocalChange, _ db: Database) throws {
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO pending (local_id, change) VALUES (?, ?)")
-            .execute(arguments: [change.localID, LocalChangeCoding.encode(change)])
+        var insert = RowInsert(try db.cachedStatement(sql: "INSERT OR REPLACE INTO pending (local_id, change) VALUES (?, ?)"), db)
+        insert.bind(change.localID)
+        insert.bind(LocalChangeCoding.encode(change))
+        try insert.run()
     }
 
     func deletePending(_ ids: [Int64], _ db: Database) throws {
@@ -620,16 +641,21 @@ package final class StateDatabase: Sendable {
             try db.cachedStatement(sql: "DELETE FROM content WHERE id = ?").execute(arguments: [id.rawValue])
             return
         }
-        try db.cachedStatement(
-            sql: """
-                INSERT OR REPLACE INTO content (id, chunks, size, present, dirty, pinned, last_access, staged)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """
-        ).execute(arguments: [
-            id.rawValue, StateDatabase.encode(record.chunks), Int64(record.size),
-            StateDatabase.encode(record.present), record.dirty, record.pinned, record.lastAccess,
-            record.staged.map(StateDatabase.encode),
-        ])
+        var insert = RowInsert(
+            try db.cachedStatement(
+                sql: """
+                    INSERT OR REPLACE INTO content (id, chunks, size, present, dirty, pinned, last_access, staged)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """), db)
+        insert.bind(id.rawValue)
+        insert.bind(StateDatabase.encode(record.chunks))
+        insert.bind(Int64(record.size))
+        insert.bind(StateDatabase.encode(record.present))
+        insert.bind(record.dirty)
+        insert.bind(record.pinned)
+        insert.bind(record.lastAccess)
+        insert.bind(record.staged.map(StateDatabase.encode))
+        try insert.run()
     }
 
     /// The staging log segments content records name.
