@@ -99,21 +99,36 @@ extension Replica {
     static let pushDelayLimit = Duration.seconds(1)
 
     /// Waits until the queue is empty and no file has unqueued writes, or `timeout` passes.
-    /// Returns whether everything was uploaded.
+    /// Returns whether everything was uploaded. Looks again as each round of the sync loop
+    /// ends (every change that empties the queue is made by one).
     public func waitUntilUploaded(timeout: Duration) async -> Bool {
         let deadline = ContinuousClock.now + timeout
+        let rounds = self.rounds.watch()
         // Closes still being queued first: their files count as written, and a file removed
         // while its close was queued frees its space only once that close has run.
         await commits.drain()
         syncSoon()
-        while ContinuousClock.now < deadline {
-            let done = state.withLock { state in
-                state.device.pending.isEmpty && state.owed.isEmpty && state.content.dirtyCount == 0
+        if isUploaded { return true }
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask { [self] in
+                for await _ in rounds where isUploaded { return true }
+                return false
             }
-            if done { return true }
-            try? await Task.sleep(for: .milliseconds(20))
+            group.addTask { [self] in
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                return isUploaded
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
         }
-        return false
+    }
+
+    /// Nothing queued, owed or being written.
+    private var isUploaded: Bool {
+        state.withLock { state in
+            state.device.pending.isEmpty && state.owed.isEmpty && state.content.dirtyCount == 0
+        }
     }
 
     /// Number of queued local changes not yet in the journal.
@@ -159,11 +174,13 @@ extension Replica {
                 }
                 if hadError { logger.info("store reachable again; uploads resumed") }
                 backoff = .seconds(1)
+                rounds.ended()
                 await loop.wakeup.wait(upTo: configuration.pollInterval)
             } catch {
                 let wrapped = ReplicaError.wrapping(error)
                 state.withLock { $0.uploadError = wrapped.description }
                 logger.info("sync failed, retrying in \(backoff): \(wrapped)")
+                rounds.ended()
                 await loop.wakeup.wait(upTo: backoff)
                 backoff = min(backoff * 2, .seconds(60))
             }

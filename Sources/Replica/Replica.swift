@@ -50,6 +50,8 @@ public final class Replica: Sendable {
     let pushRequested = Mutex(true)
     /// The sync loop; its `wakeup` starts a pull or push early.
     let loop = BackgroundLoop()
+    /// Its rounds, each told when it ends (`waitUntilUploaded`).
+    let rounds = SyncRounds()
     /// Automatic collection (`ReplicaConfiguration.autoCollect`) and usage measured lately.
     let collection = Mutex(CollectionTasks())
     let changeObserver = Mutex<(@Sendable ([ItemChange]) -> Void)?>(nil)
