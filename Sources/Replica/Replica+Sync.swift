@@ -99,24 +99,36 @@ extension Replica {
     static let pushDelayLimit = Duration.seconds(1)
 
     /// Waits until the queue is empty and no file has unqueued writes, or `timeout` passes.
-    /// Returns whether everything was uploaded. Looks again as each round of the sync loop
-    /// ends (every change that empties the queue is made by one).
+    /// Returns whether everything was uploaded.
     public func waitUntilUploaded(timeout: Duration) async -> Bool {
+        await waitForSync(timeout: timeout) { $0.isUploaded }
+    }
+
+    /// Waits until the whole container is in the store as its root's `isUploaded` says
+    /// (nothing queued or being written here, no content announced by any device still
+    /// missing), or `timeout` passes: `icloudfs sync --wait`.
+    public func waitUntilContainerUploaded(timeout: Duration) async -> Bool {
+        await waitForSync(timeout: timeout) { (try? $0.isUploaded(.root)) ?? false }
+    }
+
+    /// Asks for a push and waits until `done`, looking again as each round of the sync loop
+    /// ends (every change that uploads or pulls is made by one), or until `timeout` passes.
+    private func waitForSync(timeout: Duration, until done: @escaping @Sendable (Replica) -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         let rounds = self.rounds.watch()
         // Closes still being queued first: their files count as written, and a file removed
         // while its close was queued frees its space only once that close has run.
         await commits.drain()
         syncSoon()
-        if isUploaded { return true }
+        if done(self) { return true }
         return await withTaskGroup(of: Bool.self) { group in
             group.addTask { [self] in
-                for await _ in rounds where isUploaded { return true }
+                for await _ in rounds where done(self) { return true }
                 return false
             }
             group.addTask { [self] in
                 try? await Task.sleep(until: deadline, clock: .continuous)
-                return isUploaded
+                return done(self)
             }
             let first = await group.next() ?? false
             group.cancelAll()

@@ -59,6 +59,9 @@ enum ControlChannel {
         case query(QueryRequest)
         /// The container at a glance (`ContainerSummary`, as the result).
         case summary
+        /// Everything in the store (`icloudfs sync --wait`): a `result`, `true` once it is,
+        /// `false` if the milliseconds given pass first.
+        case uploaded(milliseconds: Int)
 
         /// One line: the request's name, and a tab and its argument where it has one.
         var line: String {
@@ -73,6 +76,7 @@ enum ControlChannel {
             case .keyValueWatch: "kv-watch"
             case .query(let request): "query\t" + ControlChannel.json(request)
             case .summary: "summary"
+            case .uploaded(let milliseconds): "uploaded\t\(milliseconds)"
             }
         }
 
@@ -94,6 +98,9 @@ enum ControlChannel {
             case "query" where parts.count == 2:
                 guard let request = ControlChannel.decode(QueryRequest.self, parts[1]) else { return nil }
                 self = .query(request)
+            case "uploaded" where parts.count == 2:
+                guard let milliseconds = Int(parts[1]), milliseconds >= 0 else { return nil }
+                self = .uploaded(milliseconds: milliseconds)
             case "kv-rm" where parts.count == 2:
                 guard let keys = ControlChannel.decode([String].self, parts[1]) else { return nil }
                 self = .keyValueRemove(keys)

@@ -118,6 +118,17 @@ final class ControlServer: Sendable {
             follow(request.query, from: found, on: connection)
         case .summary:
             connection.send(ControlChannel.Answer.result(FormatCoding.encode(replica.summary())).line)
+        case .uploaded(let milliseconds):
+            // This thread is the request's own: it waits for the replica's answer.
+            let answered = DispatchSemaphore(value: 0)
+            let uploaded = Mutex(false)
+            Task { [replica] in
+                let done = await replica.waitUntilContainerUploaded(timeout: .milliseconds(milliseconds))
+                uploaded.withLock { $0 = done }
+                answered.signal()
+            }
+            answered.wait()
+            connection.send(ControlChannel.Answer.result(Data((uploaded.withLock { $0 } ? "true" : "false").utf8)).line)
         case .keyValueWatch:
             let number = keyValues.watch { change in
                 if !connection.send(ControlChannel.Answer.change(FormatCoding.encode(change)).line, wait: false) {

@@ -19,6 +19,19 @@ enum MountFinder {
         }
     }
 
+    /// The root of the mount (or of the container's folder in a mount of all containers)
+    /// that `path` is in: its first folder up from it that names a cache. `path` itself if
+    /// none does (the caller says what is wrong with it).
+    static func containerRoot(of path: String) -> String {
+        var folder = URL(fileURLWithPath: path).standardizedFileURL
+        while ExtendedAttributes.get(.cacheFolder, of: folder.path) == nil,
+            ExtendedAttributes.get(.itemIdentifier, of: folder.path) != nil, folder.path != "/"
+        {
+            folder.deleteLastPathComponent()
+        }
+        return ExtendedAttributes.get(.cacheFolder, of: folder.path) == nil ? path : folder.path
+    }
+
     /// Every folder on this machine that shows `container`: the mount points of it alone
     /// and its folder in mounts of all containers.
     static func mountedFolders(of container: String) -> [String] {
