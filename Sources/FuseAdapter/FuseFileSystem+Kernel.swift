@@ -100,14 +100,14 @@ extension FuseFileSystem {
         case .fsyncdir: request.ok()  // every metadata change is already in the durable queue
         case .statfs: statfs(request)
         case .setxattr(let node, let name, let value, let flags):
-            guard let name = String(validating: name, as: UTF8.self) else { return request.error(EILSEQ) }
+            guard let name = NameBytes.utf8String(name) else { return request.error(EILSEQ) }
             setxattr(request, node, name, Data(value), flags)
         case .getxattr(let node, let name, let size):
-            guard let name = String(validating: name, as: UTF8.self) else { return request.error(ENODATA) }
+            guard let name = NameBytes.utf8String(name) else { return request.error(ENODATA) }
             getxattr(request, node, name, size)
         case .listxattr(let node, let size): listxattr(request, node, size)
         case .removexattr(let node, let name):
-            guard let name = String(validating: name, as: UTF8.self) else { return request.error(ENODATA) }
+            guard let name = NameBytes.utf8String(name) else { return request.error(ENODATA) }
             removexattr(request, node, name)
         case .lseek(_, let handle, let offset, let whence): lseek(request, handle, Int(offset), whence)
         case .fallocate(_, let handle, let mode, let offset, let length):

@@ -34,6 +34,20 @@ struct NameBytesTests {
         #expect(NameBytes.string([0xC0, 0xAF]) == "\u{F7C0}\u{F7AF}")
     }
 
+    @Test("utf8String takes UTF-8, U+FFFD and U+F7xx included, and refuses anything else (random bytes checked against the standard library)")
+    func utf8String() {
+        #expect(NameBytes.utf8String(Array("security.capability".utf8)) == "security.capability")
+        #expect(NameBytes.utf8String(Array("a\u{FFFD}b\u{F7E9}".utf8)) == "a\u{FFFD}b\u{F7E9}")
+        #expect(NameBytes.utf8String([0x61, 0xE9]) == nil)
+        #expect(NameBytes.utf8String([0xEF, 0xBF]) == nil)
+        var random = SeededRandom(seed: 38)
+        for _ in 0..<5_000 {
+            let alphabet: [UInt8] = [0x61, 0xC3, 0xA9, 0xEF, 0xBF, 0xBD, 0xE9, 0x80]
+            let bytes: [UInt8] = (0..<Int(random.next() % 8)).map { _ in alphabet[Int(random.next() % 8)] }
+            #expect(NameBytes.utf8String(bytes) == String(validating: bytes, as: UTF8.self), "\(bytes)")
+        }
+    }
+
     @Test("entries and snapshots written before byte names read their names literally")
     func olderFormats() throws {
         let literal = "x\u{F780}y"  // a name a format-2 device could write
