@@ -17,12 +17,13 @@ extension Replica {
     /// queued, unsaved or still owed by any device. A folder is answered from the few items
     /// that are not (queued changes, files being written, content announced before its
     /// chunks), so a large container answers as fast as a small one: `icloudfs sync --wait`
-    /// polls the root. A file is answered by itself (`icloudfs status` asks every file).
+    /// asks the root after each sync round. A file is answered by itself (`icloudfs status`
+    /// asks every file).
     public func isUploaded(_ id: ItemID) throws(ReplicaError) -> Bool {
         try state.withLock { state throws(ReplicaError) in
             guard let item = state.liveItem(id) else { throw .notFound }
-            // The whole container (`sync --wait` asks every 50 ms): any queued change says
-            // no, without a set of the queue's items (30,000 after a long offline spell).
+            // The whole container (`sync --wait` asks after each sync round): any queued change
+            // says no, without a set of the queue's items (30,000 after a long offline spell).
             if id == .root { return state.device.pending.isEmpty && folderIsUploaded(id, &state, []) }
             let pending = state.itemsWithPendingChanges
             if item.kind != .folder { return fileState(item, &state, pending).isUploaded }

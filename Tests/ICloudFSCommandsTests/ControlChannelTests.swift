@@ -11,7 +11,7 @@ import ContainerFormat
             .deleted(under: nil), .deleted(under: "Docs/old notes"), .collect(dryRun: false), .collect(dryRun: true), .changes,
             .keyValueGet("a key\twith a tab\nand a newline"), .keyValueList, .keyValueWatch,
             .keyValueSet(["level": .integer(3), "tabs\t": .string("line\nbreak"), "list": .array([.bool(true), .real(0.5)])]),
-            .keyValueRemove(["one", "two"]),
+            .keyValueRemove(["one", "two"]), .summary, .uploaded(milliseconds: 600_000), .uploaded(milliseconds: 0),
         ]
         for request in requests {
             #expect(ControlChannel.Request(line: request.line) == request, "\(request.line)")
@@ -20,7 +20,7 @@ import ContainerFormat
 
     @Test("unknown requests and malformed arguments are refused")
     func unknownRequests() {
-        for line in ["", "delete", "collect\twet", "changes\tnow", "gc", "kv-get", "kv-get\tnot json", "kv-set\t[1]", "kv-rm\t{}", "kv-list\tx"] {
+        for line in ["", "delete", "collect\twet", "changes\tnow", "gc", "kv-get", "kv-get\tnot json", "kv-set\t[1]", "kv-rm\t{}", "kv-list\tx", "uploaded", "uploaded\t-1", "uploaded\tsoon"] {
             #expect(ControlChannel.Request(line: line) == nil, "\(line)")
         }
     }

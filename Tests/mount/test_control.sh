@@ -275,3 +275,23 @@ test_desktop_notifications() {
     mv "$T/store.away" "$T/store"
     assert_eq "$(wc -l < "$T/notified")" "$before" "no bus, no notification"
 }
+
+test_sync_wait_answers_for_the_container() {
+    mount_device a
+    mkdir "$T/a/docs"
+    for i in $(seq 1 50); do echo "note $i" > "$T/a/docs/n$i"; done
+    # A folder in the mount waits for its whole container; the mount answers when it is.
+    echo late > "$T/a/outside"
+    "$BIN/icloudfs" sync --wait --timeout 30s "$T/a/docs"
+    assert_eq "$(xattr isUploaded "$T/a")" 1 "all of the container is uploaded"
+    # While the store is away nothing can go up: the time given runs out, and says so.
+    mv "$T/store" "$T/store.away"
+    echo more > "$T/a/docs/n1"
+    fails "$BIN/icloudfs" sync --wait --timeout 1s "$T/a" 2>"$T/err"
+    grep -q "not everything was uploaded within 1s" "$T/err"
+    mv "$T/store.away" "$T/store"
+    sync_wait a
+    mount_device b
+    assert_eq "$(cat "$T/b/docs/n1")" more
+    assert_eq "$(cat "$T/b/outside")" late
+}
