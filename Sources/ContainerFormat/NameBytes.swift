@@ -14,17 +14,22 @@ public enum NameBytes {
     @inlinable
     public static func string(_ bytes: some Collection<UInt8>) -> String {
         // Almost every name: valid UTF-8 without U+F7xx (whose first byte is 0xEF).
-        if !bytes.contains(0xEF), let string = utf8String(bytes) { return string }
+        if !bytes.contains(0xEF), let string = decodedWithoutRepair(bytes) { return string }
         return escapedString(Array(bytes))
     }
 
-    /// `bytes` as a string if they are UTF-8, else nil (`String(validating:as:)`, whose
-    /// generic metadata cost 3 us per file of W3 to look up: it was not specialized).
-    /// Decoding repairs what is not UTF-8 with U+FFFD (EF BF BD): from bytes without 0xEF,
-    /// a result with one was repaired.
+    /// `bytes` as a string if they are UTF-8, else nil: `String(validating:as:)`, whose
+    /// generic metadata cost 3 us per file of W3 to look up (it was not specialized), but
+    /// for bytes with 0xEF.
     @inlinable
     public static func utf8String(_ bytes: some Collection<UInt8>) -> String? {
-        guard !bytes.contains(0xEF) else { return String(validating: bytes, as: UTF8.self) }
+        bytes.contains(0xEF) ? String(validating: bytes, as: UTF8.self) : decodedWithoutRepair(bytes)
+    }
+
+    /// Bytes without 0xEF as a string, if they are UTF-8: decoding repairs what is not with
+    /// U+FFFD (EF BF BD), so a result with 0xEF was repaired.
+    @inlinable
+    static func decodedWithoutRepair(_ bytes: some Collection<UInt8>) -> String? {
         let string = String(decoding: bytes, as: UTF8.self)
         return string.utf8.contains(0xEF) ? nil : string
     }

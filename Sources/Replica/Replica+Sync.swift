@@ -101,7 +101,7 @@ extension Replica {
     /// Waits until the queue is empty and no file has unqueued writes, or `timeout` passes.
     /// Returns whether everything was uploaded.
     public func waitUntilUploaded(timeout: Duration) async -> Bool {
-        await waitForSync(timeout: timeout) { $0.isUploaded }
+        await waitForSync(timeout: timeout) { $0.nothingLeftToUpload }
     }
 
     /// Waits until the whole container is in the store as its root's `isUploaded` says
@@ -136,8 +136,8 @@ extension Replica {
         }
     }
 
-    /// Nothing queued, owed or being written.
-    private var isUploaded: Bool {
+    /// Nothing queued, owed or being written here.
+    private var nothingLeftToUpload: Bool {
         state.withLock { state in
             state.device.pending.isEmpty && state.owed.isEmpty && state.content.dirtyCount == 0
         }

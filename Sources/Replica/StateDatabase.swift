@@ -307,13 +307,13 @@ package final class StateDatabase: Sendable {
             // now a row per pack names its chunks (`encode(_: [PackedChunk])`), appended as
             // before. Consecutive rows of one pack become its row, in their order.
             try db.execute(
-                sql: "CREATE TABLE pack_chunks (pack BLOB NOT NULL, chunks BLOB NOT NULL, count INTEGER NOT NULL)")
+                sql: "CREATE TABLE pack_chunks (pack BLOB NOT NULL, chunks BLOB NOT NULL)")
             var run: (pack: Data, chunks: [PackedChunk])?
             func insertRun() throws {
                 guard let run else { return }
                 try db.execute(
-                    sql: "INSERT INTO pack_chunks (pack, chunks, count) VALUES (?, ?, ?)",
-                    arguments: [run.pack, StateDatabase.encode(run.chunks), run.chunks.count])
+                    sql: "INSERT INTO pack_chunks (pack, chunks) VALUES (?, ?)",
+                    arguments: [run.pack, StateDatabase.encode(run.chunks)])
             }
             let rows = try Row.fetchCursor(db, sql: "SELECT hash, pack, offset, size FROM packed_chunk ORDER BY rowid")
             while let row = try rows.next() {
@@ -432,9 +432,9 @@ package final class StateDatabase: Sendable {
     /// loaded); `replacingAll` forgets every location first (a tree taken from a snapshot).
     func savePackedChunks(_ packs: [PackRecord], replacingAll: Bool = false, _ db: Database) throws {
         if replacingAll { try db.execute(sql: "DELETE FROM pack_chunks") }
-        let statement = try db.cachedStatement(sql: "INSERT INTO pack_chunks (pack, chunks, count) VALUES (?, ?, ?)")
+        let statement = try db.cachedStatement(sql: "INSERT INTO pack_chunks (pack, chunks) VALUES (?, ?)")
         for pack in packs where !pack.chunks.isEmpty {
-            try statement.execute(arguments: [Data(pack.id.bytes), StateDatabase.encode(pack.chunks), pack.chunks.count])
+            try statement.execute(arguments: [Data(pack.id.bytes), StateDatabase.encode(pack.chunks)])
         }
     }
 
@@ -442,7 +442,8 @@ package final class StateDatabase: Sendable {
     /// chunks located (plus 1,000): chunks located again (a repack, the same chunk in two
     /// packs) left rows passed. A start's work, proportional to the table.
     func compactPackedChunks(_ located: [ChunkHash: PackedLocation], _ db: Database) throws {
-        let named = try Int.fetchOne(db, sql: "SELECT coalesce(sum(count), 0) FROM pack_chunks") ?? 0
+        // A pack's chunks are 44 bytes each (`length` reads a blob's size, not its bytes).
+        let named = try Int.fetchOne(db, sql: "SELECT coalesce(sum(length(chunks)), 0) / 44 FROM pack_chunks") ?? 0
         guard named > 2 * located.count + 1_000 else { return }
         try savePackedChunks(PackRecord.grouping(located), replacingAll: true, db)
     }
