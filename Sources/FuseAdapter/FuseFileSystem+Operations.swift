@@ -237,13 +237,17 @@ extension FuseFileSystem {
         // through us, no cache file (docs/ARCHITECTURE.md, "The path of a small file").
         if bursts.withLock({ $0.expectsSmall(creator, at: .now) }), replica.takesFilesInMemory {
             return answer(request) {
-                let (attributes, file) = try replica.makeFileInMemory(
-                    name, in: try id(parent), mode: mode & 0o7777, owner: request.owner, umask: umask(given))
-                let created = entry(attributes, parent: parent, name: name)
-                let mode = passthroughs.open(node(attributes.id), file: -1, wanted: false)
-                let handle = files.insert(
-                    OpenHandle(file: file, node: node(attributes.id), mode: mode, creator: creator, madeInMemory: true))
-                request.created(created, openReply(handle, mode))
+                // Answered as soon as the create is decided, under the replica's lock: nothing
+                // here may call the replica (`NewFileAnswer`).
+                _ = try replica.makeFileInMemory(
+                    name, in: try id(parent), mode: mode & 0o7777, owner: request.owner, umask: umask(given)
+                ) { [self] attributes, file in
+                    let created = entry(attributes, parent: parent, name: name, fresh: true)
+                    let mode = passthroughs.open(node(attributes.id), file: -1, wanted: false)
+                    let handle = files.insert(
+                        OpenHandle(file: file, node: node(attributes.id), mode: mode, creator: creator, madeInMemory: true))
+                    request.created(created, openReply(handle, mode))
+                }
             }
         }
         answer(request) {

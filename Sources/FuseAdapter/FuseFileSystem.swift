@@ -101,18 +101,21 @@ public final class FuseFileSystem: KernelFileSystem {
     }
 
     /// An entry for the kernel, counted as one lookup.
-    func entry(_ attributes: ItemAttributes, parent: UInt64, name: String) -> Entry {
-        let entry = uncountedEntry(attributes)
+    /// `fresh`: `attributes` are a new file's, whose local copy nothing wrote yet (the
+    /// replica is then not asked again: `stat(of:node:refreshed:)`).
+    func entry(_ attributes: ItemAttributes, parent: UInt64, name: String, fresh: Bool = false) -> Entry {
+        let entry = uncountedEntry(attributes, fresh: fresh)
         inodes.remember(entry.node, parent: parent, name: name)
         return entry
     }
 
     /// An entry not yet counted as a lookup (a listing counts only those that fit).
-    func uncountedEntry(_ attributes: ItemAttributes) -> Entry {
+    func uncountedEntry(_ attributes: ItemAttributes, fresh: Bool = false) -> Entry {
         let node = node(attributes.id)
         // The kernel's own root inode has generation 0; every other node 1.
         return Entry(
-            node: node, generation: node == KernelProtocol.rootNode ? 0 : 1, attributes: stat(of: attributes, node: node), entryTimeout: entryTimeout,
+            node: node, generation: node == KernelProtocol.rootNode ? 0 : 1,
+            attributes: stat(of: attributes, node: node, refreshed: fresh), entryTimeout: entryTimeout,
             attributeTimeout: attributeTimeout)
     }
 

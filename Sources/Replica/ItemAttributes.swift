@@ -20,6 +20,16 @@ public struct ItemAttributes: Sendable, Equatable {
     public var device: UInt64 = 0
 }
 
+extension ItemAttributes {
+    /// What `Replica.attributes` shows of a file just created at `time` (empty, one name, all
+    /// times its creation's), worked out before its create is queued (`NewFileAnswer`).
+    static func newFile(_ id: ItemID, mode: UInt32, owner: Owner, at time: Timestamp) -> ItemAttributes {
+        ItemAttributes(
+            id: id, kind: .file, mode: mode, size: 0, mtime: time, ctime: time, atime: time, linkCount: 1,
+            target: nil, owner: owner)
+    }
+}
+
 /// A remote change of one item, with what the kernel's caches need to know of it: where it is
 /// now and whether its content changed (so the FUSE layer asks the replica nothing more).
 public struct ItemChange: Sendable {

@@ -112,16 +112,27 @@ extension Replica {
     }
 
     /// A new file's item, made with `id` and counted open, for the create that opens it.
+    /// `answer`, if given, is called with its attributes once the create is decided (see
+    /// `NewFileAnswer`).
     func createOpened(
-        _ id: ItemID, _ name: String, in parent: ItemID, mode: UInt32, owner: Owner, umask: UInt32?
+        _ id: ItemID, _ name: String, in parent: ItemID, mode: UInt32, owner: Owner, umask: UInt32?,
+        answer: NewFileAnswer? = nil
     ) throws(ReplicaError) -> ItemAttributes {
         try state.withLock { state throws(ReplicaError) in
             let attributes = try create(
-                id, name, in: parent, kind: .file, mode: mode, target: nil, owner: owner, umask: umask, &state)
+                id, name, in: parent, kind: .file, mode: mode, target: nil, owner: owner, umask: umask, answer: answer,
+                &state)
             noteOpened(id, &state)
             return attributes
         }
     }
+
+    /// Called with a new file's attributes as soon as its create is decided (the name free,
+    /// the folder writable), in the same hold of the state lock, before the create is queued
+    /// and shown in the view: the FUSE reply then waits for none of that (docs/ARCHITECTURE.md,
+    /// "The path of a small file"). No one sees the state until the hold ends, so the file is
+    /// there for whatever the caller does next. It must not call the replica (the lock is held).
+    public typealias NewFileAnswer = (ItemAttributes) -> Void
 
     public func makeSymlink(
         _ name: String, in parent: ItemID, target: String, owner: Owner = .root
@@ -513,7 +524,8 @@ extension Replica {
     /// `create` under the state lock, the new item's id chosen (a valid name given).
     private func create(
         _ id: ItemID, _ name: String, in parent: ItemID, kind: ItemKind, mode: UInt32, target: String?, owner: Owner,
-        device: UInt64? = nil, linkedItem: ItemID? = nil, umask: UInt32? = nil, _ state: inout ReplicaState
+        device: UInt64? = nil, linkedItem: ItemID? = nil, umask: UInt32? = nil, answer: NewFileAnswer? = nil,
+        _ state: inout ReplicaState
     ) throws(ReplicaError) -> ItemAttributes {
         if let linkedItem {
             guard let item = state.liveItem(linkedItem) else { throw .notFound }
@@ -521,14 +533,22 @@ extension Replica {
         }
         let (mode, owner, xattrs) = try newItemFields(in: parent, kind: kind, mode: mode, owner: owner, umask: umask, &state)
         guard state.view.child(named: name, in: parent) == nil else { throw .exists }
+        let mtime = Timestamp.now()
         let op = ItemOperation.create(.init(
-            id: id, parent: parent, name: name, kind: kind, mode: mode, mtime: Timestamp.now(),
+            id: id, parent: parent, name: name, kind: kind, mode: mode, mtime: mtime,
             target: target, xattrs: xattrs, owner: owner == .root ? nil : owner, device: device,
             linkedItem: linkedItem))
         if kind == .file {
             // Dirty from the start: a new file is opened for writing, and its first write
             // then costs no transaction.
             state.content[id] = ContentRecord.empty.with(dirty: true)
+        }
+        if let answer {
+            precondition(kind == .file && linkedItem == nil, "only a new file is answered early")
+            let attributes = ItemAttributes.newFile(id, mode: mode, owner: owner, at: mtime)
+            answer(attributes)
+            enqueue([(op, nil)], &state, content: [id])
+            return attributes
         }
         enqueue([(op, nil)], &state, content: kind == .file ? [id] : [])
         let shown = linkedItem ?? id  // not in the call: an argument with a closure copied the state

@@ -16,15 +16,20 @@ extension Replica {
     /// `makeFileForWriting` makes it, without a cache file; its bytes are kept in memory
     /// (`writeInMemory`) until its close (`closeInMemory`). The handle has no descriptor:
     /// anything but an in-order write moves the file out first (`moveOutOfMemory`).
+    /// `answer`: called with both once the create is decided (`NewFileAnswer`).
     public func makeFileInMemory(
-        _ name: String, in parent: ItemID, mode: UInt32, owner: Owner = .root, umask: UInt32? = nil
+        _ name: String, in parent: ItemID, mode: UInt32, owner: Owner = .root, umask: UInt32? = nil,
+        answer: ((ItemAttributes, OpenFile) -> Void)? = nil
     ) throws(ReplicaError) -> (attributes: ItemAttributes, file: OpenFile) {
         if let problem = ItemName.problem(with: name) { throw .invalidName(problem) }
         let id = RandomID.makeItemID()
+        let file = OpenFile(id: id, writable: true, fd: FileDescriptor(rawValue: -1))
         inMemory.add(id)
         do {
-            let attributes = try createOpened(id, name, in: parent, mode: mode, owner: owner, umask: umask)
-            return (attributes, OpenFile(id: id, writable: true, fd: FileDescriptor(rawValue: -1)))
+            let attributes = try createOpened(
+                id, name, in: parent, mode: mode, owner: owner, umask: umask,
+                answer: answer.map { answer in { answer($0, file) } })
+            return (attributes, file)
         } catch {
             _ = inMemory.take(id)
             throw error
