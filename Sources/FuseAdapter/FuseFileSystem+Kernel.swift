@@ -52,7 +52,7 @@ extension FuseFileSystem {
         // Large requests: fewer round trips for sequential I/O.
         settings.maxWrite = 1 << 20
         // Set-id bits are cleared here on a write, truncation or chown, as the kernel says
-        // (`dropSetIDBits`): without it the kernel asks for `security.capability` before
+        // (`Replica.dropSetIDBits`): without it the kernel asks for `security.capability` before
         // every write (a round trip each: passthrough writes too).
         settings.capabilities.insert(.handleKillPrivilegesV2)
         // Page cache invalidation is explicit (remote changes), not on every mtime change:

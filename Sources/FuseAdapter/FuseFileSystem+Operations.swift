@@ -62,7 +62,7 @@ extension FuseFileSystem {
 
     private func setOtherAttributes(_ request: Request, _ inode: UInt64, _ change: AttributeChange) throws {
         let item = try id(inode)
-        if change.killsPrivileges { try dropSetIDBits(item) }
+        if change.killsPrivileges { try replica.dropSetIDBits(item) }
         let new = change.values
         var mode: UInt32?
         var mtime: Timestamp?
@@ -81,18 +81,25 @@ extension FuseFileSystem {
         // The attributes after a chown, if nothing after it changes them (no second look).
         var givenAway: ItemAttributes?
         if change.has(AttributeChange.uid | AttributeChange.gid) {
-            let current = try replica.attributes(of: item)
-            let shown = shownOwner(of: current)
-            let wanted = Owner(
-                uid: change.has(AttributeChange.uid) ? new.st_uid : shown.uid,
-                gid: change.has(AttributeChange.gid) ? new.st_gid : shown.gid)
-            guard mayChangeOwner(from: shown, to: wanted, request) else { throw ReplicaError.notPermitted("only root gives an item away, and an owner only to its own groups") }
-            // With uid= or gid= given, the stored value of that one stays as it was.
-            givenAway = try replica.setOwner(item, to: Owner(
-                uid: options.uid == nil ? wanted.uid : current.owner.uid,
-                gid: options.gid == nil ? wanted.gid : current.owner.gid))
-            // As Linux: a file given away loses its set-id bits (with the kernel's leave).
-            if try dropSetIDBits(item) { givenAway = nil }
+            // Read before the replica's lock is held (a file of /proc); only a caller other
+            // than root setting a group needs it.
+            let callerBelongs =
+                request.caller.uid != 0 && change.has(AttributeChange.gid) && request.callerBelongs(to: new.st_gid)
+            // One hold: the check, the new owner, and (as Linux) the set-id bits a file
+            // given away loses.
+            givenAway = try replica.giveAway(item) { [self] current throws(ReplicaError) in
+                let shown = shownOwner(of: current)
+                let wanted = Owner(
+                    uid: change.has(AttributeChange.uid) ? new.st_uid : shown.uid,
+                    gid: change.has(AttributeChange.gid) ? new.st_gid : shown.gid)
+                guard mayChangeOwner(from: shown, to: wanted, request.caller, callerBelongs: callerBelongs) else {
+                    throw .notPermitted("only root gives an item away, and an owner only to its own groups")
+                }
+                // With uid= or gid= given, the stored value of that one stays as it was.
+                return Owner(
+                    uid: options.uid == nil ? wanted.uid : current.owner.uid,
+                    gid: options.gid == nil ? wanted.gid : current.owner.gid)
+            }
         }
         // A setattr of nothing is the kernel moving only the change time (`chown(f, -1, -1)`
         // on Linux; it sends the time itself only with a writeback cache).
@@ -109,32 +116,13 @@ extension FuseFileSystem {
         request.attributes(stat(of: attributes, node: inode, refreshed: refreshed), timeout: attributeTimeout)
     }
 
-    /// What Linux does to a file written, truncated or given away by a caller without
-    /// CAP_FSETID (the kernel says which, and leaves it to us: `handleKillPrivilegesV2`): the
-    /// set-user-id bit goes, the set-group-id bit too if the group may execute it, and so does
-    /// a file capability.
-    /// Returns whether the mode changed.
-    @discardableResult
-    func dropSetIDBits(_ item: ItemID) throws -> Bool {
-        let (kind, current, hasCapability) = try replica.modeAndPresence(of: FileCapabilities.attribute, in: item)
-        // Any kind but a folder, as Linux (a FIFO or device file given away loses them too).
-        guard kind != .folder, kind != .symlink else { return false }
-        let mode = current & 0o7777
-        var kept = mode & ~S_ISUID
-        if kept & S_IXGRP != 0 { kept &= ~S_ISGID }
-        if kept != mode { _ = try replica.setAttributes(item, mode: kept) }
-        if hasCapability { try replica.setUserAttribute(FileCapabilities.attribute, of: item, to: nil) }
-        return kept != mode
-    }
-
     /// `chown`'s rules (the kernel applies them too with `default_permissions`): root
     /// changes anything; an item's owner may keep its user and set the group to one it
-    /// belongs to.
-    private func mayChangeOwner(from shown: Owner, to wanted: Owner, _ request: Request) -> Bool {
-        let caller = request.caller
+    /// belongs to (`callerBelongs`: to the group asked for, among its supplementary groups).
+    private func mayChangeOwner(from shown: Owner, to wanted: Owner, _ caller: Caller, callerBelongs: Bool) -> Bool {
         if caller.uid == 0 { return true }
         guard caller.uid == shown.uid, wanted.uid == shown.uid else { return false }
-        return wanted.gid == shown.gid || wanted.gid == caller.gid || request.callerBelongs(to: wanted.gid)
+        return wanted.gid == shown.gid || wanted.gid == caller.gid || callerBelongs
     }
 
     func readlink(_ request: Request, _ inode: UInt64) {
@@ -290,7 +278,7 @@ extension FuseFileSystem {
             return answerLater(request) { [self] in
                 let id = try id(inode)
                 _ = try await replica.truncate(id, to: 0)
-                if killsPrivileges { try dropSetIDBits(id) }
+                if killsPrivileges { try replica.dropSetIDBits(id) }
                 reply(request, opening: try await replica.open(id, write: false, truncate: false), flags, inode: inode)
             }
         }
@@ -304,7 +292,7 @@ extension FuseFileSystem {
             return answer(request) {
                 let id = try id(inode)
                 let file = try replica.openWithoutDownload(id, write: writable, truncate: truncate)
-                if killsPrivileges { try dropSetIDBits(id) }
+                if killsPrivileges { try replica.dropSetIDBits(id) }
                 if kernel.contentChangedRecently(inode) { kernel.invalidateInodeAndWait(inode) }
                 reply(request, opening: file, flags, inode: inode)
             }
@@ -312,7 +300,7 @@ extension FuseFileSystem {
         answerLater(request) { [self] in
             let id = try id(inode)
             let file = try await replica.open(id, write: writable, truncate: truncate)
-            if killsPrivileges { try dropSetIDBits(id) }
+            if killsPrivileges { try replica.dropSetIDBits(id) }
             if kernel.contentChangedRecently(inode) { await kernel.invalidateInode(inode) }
             reply(request, opening: file, flags, inode: inode)
         }
@@ -411,7 +399,7 @@ extension FuseFileSystem {
                 return done
             }
             // The kernel's cached mode would show the bits until it times out.
-            if killsPrivileges, try dropSetIDBits(file.id) { kernel.invalidateAttributes(open.node) }
+            if killsPrivileges, try replica.dropSetIDBits(file.id) { kernel.invalidateAttributes(open.node) }
             request.written(count)
         }
     }

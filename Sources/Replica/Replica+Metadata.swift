@@ -353,19 +353,61 @@ extension Replica {
     /// it is queued with its content at the next commit, as modes and times are.
     public func setOwner(_ id: ItemID, to owner: Owner) throws(ReplicaError) -> ItemAttributes {
         try state.withLock { state throws(ReplicaError) in
-            guard let item = state.liveOrAnonymousItem(id) else { throw .notFound }
-            if state.content[id]?.dirty == true {
-                state.dirtyOwner[id] = owner
-                state.dirtyCtime[id] = Timestamp.now()
-            } else if state.anonymousFiles[id] != nil {
-                state.anonymousFiles[id]?.owner = owner == .root ? nil : owner
-                state.anonymousFiles[id]?.ctime = Timestamp.now()
-            } else if item.ownerOrRoot != owner {
-                enqueue([(.update(.init(id: id, base: 0, owner: owner)), nil)], &state)
-            }
-            let changed = state.itemOfOpenHandle(id)!
-            return attributes(changed, &state)
+            try setOwner(id, to: owner, &state)
+            return attributes(state.itemOfOpenHandle(id)!, &state)
         }
+    }
+
+    /// `chown` as Linux does it, in one hold of the state lock (`tar x` gives away every file
+    /// it makes): `decide` gets the item's attributes and returns the owner to store, or
+    /// throws to refuse (it runs under the lock: it must not call the replica); then the item
+    /// loses what a file given away loses (`dropSetIDBits`). Returns the attributes after.
+    public func giveAway(
+        _ id: ItemID, decide: (ItemAttributes) throws(ReplicaError) -> Owner
+    ) throws(ReplicaError) -> ItemAttributes {
+        try state.withLock { state throws(ReplicaError) in
+            guard let item = state.itemOfOpenHandle(id) else { throw .notFound }
+            try setOwner(id, to: try decide(attributes(item, &state)), &state)
+            try dropSetIDBits(id, &state)
+            return attributes(state.itemOfOpenHandle(id)!, &state)
+        }
+    }
+
+    private func setOwner(_ id: ItemID, to owner: Owner, _ state: inout ReplicaState) throws(ReplicaError) {
+        guard let item = state.liveOrAnonymousItem(id) else { throw .notFound }
+        if state.content[id]?.dirty == true {
+            state.dirtyOwner[id] = owner
+            state.dirtyCtime[id] = Timestamp.now()
+        } else if state.anonymousFiles[id] != nil {
+            state.anonymousFiles[id]?.owner = owner == .root ? nil : owner
+            state.anonymousFiles[id]?.ctime = Timestamp.now()
+        } else if item.ownerOrRoot != owner {
+            enqueue([(.update(.init(id: id, base: 0, owner: owner)), nil)], &state)
+        }
+    }
+
+    /// What Linux does to a file written, truncated or given away by a caller without
+    /// CAP_FSETID (the kernel says which, and leaves it to us: `handleKillPrivilegesV2`): the
+    /// set-user-id bit goes, the set-group-id bit too if the group may execute it, and so does
+    /// a file capability. In one hold of the state lock. Returns whether the mode changed.
+    @discardableResult
+    public func dropSetIDBits(_ id: ItemID) throws(ReplicaError) -> Bool {
+        try state.withLock { state throws(ReplicaError) in try dropSetIDBits(id, &state) }
+    }
+
+    @discardableResult
+    private func dropSetIDBits(_ id: ItemID, _ state: inout ReplicaState) throws(ReplicaError) -> Bool {
+        guard let item = state.itemOfOpenHandle(id) else { throw .notFound }
+        // Any kind but a folder, as Linux (a FIFO or device file given away loses them too).
+        guard item.kind != .folder, item.kind != .symlink else { return false }
+        let mode = item.mode & 0o7777
+        var kept = mode & ~UInt32(S_ISUID)
+        if kept & UInt32(S_IXGRP) != 0 { kept &= ~UInt32(S_ISGID) }
+        if kept != mode { try setAttributes(id, mode: kept, &state) }
+        if item.xattrs[FileCapabilities.attribute] != nil {
+            try setUserAttribute(FileCapabilities.attribute, of: id, to: nil, &state)
+        }
+        return kept != mode
     }
 
     /// `setattr` for mode, modification and access times (sizes go through `truncate`). On
@@ -376,55 +418,54 @@ extension Replica {
         _ id: ItemID, mode: UInt32? = nil, mtime: Timestamp? = nil, atime: Timestamp? = nil, ctime: Timestamp? = nil
     ) throws(ReplicaError) -> ItemAttributes {
         try state.withLock { state throws(ReplicaError) in
-            // The kernel's writes so far come first: times set now are later than them.
-            if mtime != nil || ctime != nil, state.outsideWriters[id] != nil {
-                refreshOutsideWritten(id, through: nil, &state)
-            }
-            guard state.view.liveItem(id) != nil || state.anonymousFiles[id] != nil else { throw .notFound }
-            let mode = mode.map { $0 & 0o7777 }
-            if atime != nil, state.localAccessTimes.removeValue(forKey: id) != nil {
-                database.writeSoon { [database] db in try database.saveAccessTime(id, nil, db) }
-            }
-            if state.content[id]?.dirty == true {
-                if let mtime { state.dirtyMtime[id] = mtime }
-                if let mode { state.dirtyMode[id] = mode }
-                if let atime { state.dirtyAtime[id] = atime }
-                state.dirtyCtime[id] = ctime ?? Timestamp.now()
-            } else if var anonymous = state.anonymousFiles[id] {
-                anonymous.mode = mode ?? anonymous.mode
-                anonymous.mtime = mtime ?? anonymous.mtime
-                anonymous.atime = atime ?? anonymous.atime
-                anonymous.ctime = ctime ?? Timestamp.now()
-                state.anonymousFiles[id] = anonymous
-            } else if mode != nil || mtime != nil || atime != nil || ctime != nil {
-                var update = ItemOperation.Update(id: id, base: 0, mode: mode, mtime: mtime)
-                update.atime = atime
-                update.ctime = ctime
-                enqueue([(.update(update), nil)], &state)
-            }
-            // An access ACL follows the new mode (ext4's chmod).
-            if let mode, let item = state.view.liveItem(id),
-                let acl = item.xattrs[PosixACL.accessAttribute].flatMap(PosixACL.init)
-            {
-                var xattrs = item.xattrs
-                xattrs[PosixACL.accessAttribute] = acl.changingMode(to: mode).data
-                enqueue([(.update(.init(id: id, base: 0, xattrs: xattrs)), nil)], &state)
-            }
+            try setAttributes(id, mode: mode, mtime: mtime, atime: atime, ctime: ctime, &state)
             return attributes(state.itemOfOpenHandle(id)!, &state)
+        }
+    }
+
+    private func setAttributes(
+        _ id: ItemID, mode: UInt32? = nil, mtime: Timestamp? = nil, atime: Timestamp? = nil, ctime: Timestamp? = nil,
+        _ state: inout ReplicaState
+    ) throws(ReplicaError) {
+        // The kernel's writes so far come first: times set now are later than them.
+        if mtime != nil || ctime != nil, state.outsideWriters[id] != nil {
+            refreshOutsideWritten(id, through: nil, &state)
+        }
+        guard state.view.liveItem(id) != nil || state.anonymousFiles[id] != nil else { throw .notFound }
+        let mode = mode.map { $0 & 0o7777 }
+        if atime != nil, state.localAccessTimes.removeValue(forKey: id) != nil {
+            database.writeSoon { [database] db in try database.saveAccessTime(id, nil, db) }
+        }
+        if state.content[id]?.dirty == true {
+            if let mtime { state.dirtyMtime[id] = mtime }
+            if let mode { state.dirtyMode[id] = mode }
+            if let atime { state.dirtyAtime[id] = atime }
+            state.dirtyCtime[id] = ctime ?? Timestamp.now()
+        } else if var anonymous = state.anonymousFiles[id] {
+            anonymous.mode = mode ?? anonymous.mode
+            anonymous.mtime = mtime ?? anonymous.mtime
+            anonymous.atime = atime ?? anonymous.atime
+            anonymous.ctime = ctime ?? Timestamp.now()
+            state.anonymousFiles[id] = anonymous
+        } else if mode != nil || mtime != nil || atime != nil || ctime != nil {
+            var update = ItemOperation.Update(id: id, base: 0, mode: mode, mtime: mtime)
+            update.atime = atime
+            update.ctime = ctime
+            enqueue([(.update(update), nil)], &state)
+        }
+        // An access ACL follows the new mode (ext4's chmod).
+        if let mode, let item = state.view.liveItem(id),
+            let acl = item.xattrs[PosixACL.accessAttribute].flatMap(PosixACL.init)
+        {
+            var xattrs = item.xattrs
+            xattrs[PosixACL.accessAttribute] = acl.changingMode(to: mode).data
+            enqueue([(.update(.init(id: id, base: 0, xattrs: xattrs)), nil)], &state)
         }
     }
 
     // MARK: - Stored extended attributes (`AttributeName`: user.* but user.icloud.*, and others)
 
-    /// An item's kind and mode and whether it has attribute `name`, in one look: what a file
-    /// written or given away must lose is decided from these (`FuseFileSystem.dropSetIDBits`,
-    /// twice per `chown`), and each is otherwise a lock and a full copy of the item.
-    public func modeAndPresence(of name: String, in id: ItemID) throws(ReplicaError) -> (kind: ItemKind, mode: UInt32, present: Bool) {
-        try state.withLock { state throws(ReplicaError) in
-            guard let item = state.itemOfOpenHandle(id) else { throw .notFound }
-            return (item.kind, item.mode, item.xattrs[name] != nil)
-        }
-    }
+    // MARK: - Stored extended attributes (`AttributeName`: user.* but user.icloud.*, and others)
 
     public func userAttribute(_ name: String, of id: ItemID) throws(ReplicaError) -> Data? {
         try state.withLock { state throws(ReplicaError) in
@@ -446,29 +487,33 @@ extension Replica {
         guard AttributeName.isStored(name), name.utf8.count <= 255 else {
             throw .notSupported("this attribute cannot be stored")
         }
-        try state.withLock { state throws(ReplicaError) in
-            guard let item = state.liveOrAnonymousItem(id) else { throw .notFound }
-            var xattrs = item.xattrs
-            if value == nil && xattrs[name] == nil { throw .notFound }
-            var mode: UInt32?
-            if name == PosixACL.accessAttribute, let value {
-                guard let acl = PosixACL(value) else { throw .invalidArgument("not a POSIX ACL") }
-                mode = acl.applied(to: item.mode)
-                xattrs[name] = acl.isEquivalentToMode ? nil : value
-            } else {
-                xattrs[name] = value
-            }
-            // A file being written keeps the mode last set on it for its next commit: the
-            // ACL's mode replaces that one, or the commit would queue the old mode after it
-            // (and `stat` would show the old one until then).
-            if let mode, state.dirtyMode[id] != nil { state.dirtyMode[id] = mode }
-            if state.anonymousFiles[id] != nil {  // no name yet: kept with it, queued when linked
-                state.anonymousFiles[id]?.xattrs = xattrs
-                if let mode { state.anonymousFiles[id]?.mode = mode }
-                return
-            }
-            enqueue([(.update(.init(id: id, base: 0, mode: mode, xattrs: xattrs)), nil)], &state)
+        try state.withLock { state throws(ReplicaError) in try setUserAttribute(name, of: id, to: value, &state) }
+    }
+
+    private func setUserAttribute(
+        _ name: String, of id: ItemID, to value: Data?, _ state: inout ReplicaState
+    ) throws(ReplicaError) {
+        guard let item = state.liveOrAnonymousItem(id) else { throw .notFound }
+        var xattrs = item.xattrs
+        if value == nil && xattrs[name] == nil { throw .notFound }
+        var mode: UInt32?
+        if name == PosixACL.accessAttribute, let value {
+            guard let acl = PosixACL(value) else { throw .invalidArgument("not a POSIX ACL") }
+            mode = acl.applied(to: item.mode)
+            xattrs[name] = acl.isEquivalentToMode ? nil : value
+        } else {
+            xattrs[name] = value
         }
+        // A file being written keeps the mode last set on it for its next commit: the
+        // ACL's mode replaces that one, or the commit would queue the old mode after it
+        // (and `stat` would show the old one until then).
+        if let mode, state.dirtyMode[id] != nil { state.dirtyMode[id] = mode }
+        if state.anonymousFiles[id] != nil {  // no name yet: kept with it, queued when linked
+            state.anonymousFiles[id]?.xattrs = xattrs
+            if let mode { state.anonymousFiles[id]?.mode = mode }
+            return
+        }
+        enqueue([(.update(.init(id: id, base: 0, mode: mode, xattrs: xattrs)), nil)], &state)
     }
 
     // MARK: - Internals
