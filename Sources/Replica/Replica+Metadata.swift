@@ -349,15 +349,6 @@ extension Replica {
         }
     }
 
-    /// `chown`: a new owner and group (the caller checked who may). On a file being written
-    /// it is queued with its content at the next commit, as modes and times are.
-    public func setOwner(_ id: ItemID, to owner: Owner) throws(ReplicaError) -> ItemAttributes {
-        try state.withLock { state throws(ReplicaError) in
-            try setOwner(id, to: owner, &state)
-            return attributes(state.itemOfOpenHandle(id)!, &state)
-        }
-    }
-
     /// `chown` as Linux does it, in one hold of the state lock (`tar x` gives away every file
     /// it makes): `decide` gets the item's attributes and returns the owner to store, or
     /// throws to refuse (it runs under the lock: it must not call the replica); then the item
@@ -373,6 +364,8 @@ extension Replica {
         }
     }
 
+    /// A new owner and group. On a file being written it is queued with its content at the
+    /// next commit, as modes and times are.
     private func setOwner(_ id: ItemID, to owner: Owner, _ state: inout ReplicaState) throws(ReplicaError) {
         guard let item = state.liveOrAnonymousItem(id) else { throw .notFound }
         if state.content[id]?.dirty == true {

@@ -78,7 +78,7 @@ struct AttributesFoldIntoCreateTests {
         let a = try await devices.open("a")
         let id = try await a.writeFile("f", Data("tarred".utf8))
         let past = Timestamp(seconds: 1_600_000_000, nanoseconds: 0)
-        _ = try a.setOwner(id, to: Owner(uid: 1000, gid: 100))
+        _ = try a.giveAway(id) { _ in Owner(uid: 1000, gid: 100) }
         _ = try a.setAttributes(id, mode: 0o644)
         try a.setUserAttribute("user.origin", of: id, to: Data("tar".utf8))
         let set = try a.setAttributes(id, mtime: past)
