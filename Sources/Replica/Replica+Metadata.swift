@@ -458,8 +458,6 @@ extension Replica {
 
     // MARK: - Stored extended attributes (`AttributeName`: user.* but user.icloud.*, and others)
 
-    // MARK: - Stored extended attributes (`AttributeName`: user.* but user.icloud.*, and others)
-
     public func userAttribute(_ name: String, of id: ItemID) throws(ReplicaError) -> Data? {
         try state.withLock { state throws(ReplicaError) in
             guard let item = state.itemOfOpenHandle(id) else { throw .notFound }

@@ -442,8 +442,10 @@ package final class StateDatabase: Sendable {
     /// chunks located (plus 1,000): chunks located again (a repack, the same chunk in two
     /// packs) left rows passed. A start's work, proportional to the table.
     func compactPackedChunks(_ located: [ChunkHash: PackedLocation], _ db: Database) throws {
-        // A pack's chunks are 44 bytes each (`length` reads a blob's size, not its bytes).
-        let named = try Int.fetchOne(db, sql: "SELECT coalesce(sum(length(chunks)), 0) / 44 FROM pack_chunks") ?? 0
+        // `length` reads a blob's size, not its bytes.
+        let named =
+            try Int.fetchOne(
+                db, sql: "SELECT coalesce(sum(length(chunks)), 0) / \(Self.packedChunkSize) FROM pack_chunks") ?? 0
         guard named > 2 * located.count + 1_000 else { return }
         try savePackedChunks(PackRecord.grouping(located), replacingAll: true, db)
     }
@@ -551,9 +553,13 @@ package final class StateDatabase: Sendable {
         }
     }
 
-    /// A pack's chunks as packed 44-byte records (hash, then offset and size: little-endian).
+    /// The bytes of one chunk in a pack's row: its hash (32), offset (8) and size (4).
+    static let packedChunkSize = 44
+
+    /// A pack's chunks as packed records of `packedChunkSize` bytes (hash, then offset and
+    /// size: little-endian).
     package static func encode(_ chunks: [PackedChunk]) -> Data {
-        var data = Data(capacity: chunks.count * 44)
+        var data = Data(capacity: chunks.count * packedChunkSize)
         for chunk in chunks {
             chunk.hash.append(to: &data)
             withUnsafeBytes(of: chunk.offset.littleEndian) { data.append(contentsOf: $0) }
@@ -563,9 +569,9 @@ package final class StateDatabase: Sendable {
     }
 
     package static func decodePackedChunks(_ data: Data) throws -> [PackedChunk] {
-        guard data.count % 44 == 0 else { throw StateDatabaseError.malformed("a pack's chunks of \(data.count) bytes") }
+        guard data.count % packedChunkSize == 0 else { throw StateDatabaseError.malformed("a pack's chunks of \(data.count) bytes") }
         return data.withUnsafeBytes { bytes in
-            stride(from: 0, to: bytes.count, by: 44).map { start in
+            stride(from: 0, to: bytes.count, by: packedChunkSize).map { start in
                 PackedChunk(
                     hash: ChunkHash(bytes: UnsafeRawBufferPointer(rebasing: bytes[start..<start + 32])),
                     offset: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: start + 32, as: UInt64.self)),
